@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/fileutil"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/model"
+)
+
+// inputFlags are the flags every command that reads manifests shares.
+type inputFlags struct {
+	files         []string
+	config        string
+	mode          string
+	node          string
+	lock          string
+	serviceCIDR   []string
+	nodePortRange string
+	dialect       string
+}
+
+func (f *inputFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&f.files, "filename", "f", nil, "manifests: a file, a folder (read recursively) or - for stdin; repeatable")
+	fl.StringVarP(&f.config, "config", "c", "", "a KubeProxyConfiguration file")
+	fl.StringVarP(&f.mode, "mode", "m", "", "proxy mode: iptables, ipvs or nftables (default: the configuration's mode, else iptables)")
+	fl.StringVar(&f.node, "node", "", "the Node the rules are for (default: the configuration's hostnameOverride, else the only Node)")
+	fl.StringVar(&f.lock, "lock", "", "keep allocated ClusterIPs and NodePorts stable in this file (read, then rewritten)")
+	fl.StringArrayVar(&f.serviceCIDR, "service-cidr", nil, "allocate ClusterIPs from this CIDR when the input has no ServiceCIDR (default 10.96.0.0/12); repeatable, one per family")
+	fl.StringVar(&f.nodePortRange, "node-port-range", "30000-32767", "allocate NodePorts from this range")
+	fl.StringVar(&f.dialect, "dialect", "", "accept a manifest dialect: minik8s (course-project YAML)")
+}
+
+// settings checks the flags and turns them into pipeline settings.
+func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settings, error) {
+	in := pipeline.Inputs{Files: f.files, Config: f.config, Stdin: stdin}
+	var s pipeline.Settings
+	switch f.dialect {
+	case "":
+	case "minik8s":
+		in.Dialect = load.MiniK8s
+	default:
+		return in, s, usagef("--dialect: unknown dialect %q (known: minik8s)", f.dialect)
+	}
+	switch f.mode {
+	case "", "iptables", "ipvs", "nftables":
+		s.Mode = compiler.Mode(f.mode)
+	default:
+		return in, s, usagef("--mode: unknown mode %q (want iptables, ipvs or nftables)", f.mode)
+	}
+	for _, c := range f.serviceCIDR {
+		for _, part := range strings.Split(c, ",") {
+			p, err := model.ParsePrefix(strings.TrimSpace(part))
+			if err != nil {
+				return in, s, usagef("--service-cidr: %v", err)
+			}
+			s.ServiceCIDRs = append(s.ServiceCIDRs, p.Masked())
+		}
+	}
+	r, err := compiler.ParsePortRange(f.nodePortRange)
+	if err != nil {
+		return in, s, usagef("--node-port-range: %v", err)
+	}
+	s.NodePortRange = r
+	s.Node, s.LockFile = f.node, f.lock
+	stdins := 0
+	for _, p := range append(append([]string{}, f.files...), f.config) {
+		if p == "-" {
+			stdins++
+		}
+	}
+	if stdins > 1 {
+		return in, s, usagef("stdin (-) can be read only once")
+	}
+	return in, s, nil
+}
+
+type compileFlags struct {
+	inputFlags
+	noflush  bool
+	previous string
+	minimal  bool
+	output   string
+}
+
+func newCompile(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	f := &compileFlags{}
+	cmd := &cobra.Command{
+		Use:   "compile -f PATH... [flags]",
+		Short: "Write the rules kube-proxy would program on a node",
+		Long: `compile reads manifests and writes the rules kube-proxy would program on one node.
+
+iptables mode writes iptables-restore input. By default it is a complete file for a
+node or network namespace whose nat and filter tables svcgen owns (built-in chains,
+kube-proxy's jumps into its chains, every KUBE-* chain). --noflush writes exactly
+kube-proxy's payload (KUBE-* chains only) for "iptables-restore --noflush". --previous
+FILE (an earlier output, or iptables-save of the node; - for stdin) writes what
+kube-proxy's partial sync would: its fixed chains in full, the service chains that
+changed, and -X for chains no Service uses any more. --minimal also leaves out fixed
+chains whose rules did not change: the smallest correct restore.
+
+Services without a ClusterIP or NodePort get one, deterministically; --lock keeps the
+choice stable across runs. Services with a selector and no EndpointSlice get endpoints
+from the Pods they select.`,
+		Example: `  svcgen compile -f examples/ > rules.txt && iptables-restore < rules.txt
+  svcgen compile -f cluster.yaml -c kube-proxy.yaml --node worker-1 --noflush -o rules.txt
+  svcgen compile -f manifests/ --lock svcgen.lock          # stable ClusterIPs and NodePorts
+  iptables-save | svcgen compile -f manifests/ --previous - --minimal | iptables-restore --noflush
+  svcgen compile --dialect minik8s -f ../shared/seed-systems/examples/`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCompile(f, stdin, stdout, stderr)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&f.noflush, "noflush", false, "write kube-proxy's payload only, for iptables-restore --noflush")
+	fl.StringVar(&f.previous, "previous", "", "write a partial sync against this ruleset (svcgen output or iptables-save; - for stdin)")
+	fl.BoolVar(&f.minimal, "minimal", false, "with --previous: also leave out fixed chains that did not change")
+	fl.StringVarP(&f.output, "output", "o", "", "write to this file (through a temporary file and a rename) instead of stdout")
+	return cmd
+}
+
+func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	in, s, err := f.settings(stdin)
+	if err != nil {
+		return err
+	}
+	if f.minimal && f.previous == "" {
+		return usagef("--minimal needs --previous")
+	}
+	if f.previous == "-" && in.UsesStdin() {
+		return usagef("stdin (-) can be read only once")
+	}
+	res, err := pipeline.Run(in, s)
+	if err != nil {
+		return err
+	}
+	printProblems(stderr, res.Warnings)
+	opts := iptables.Options{Format: iptables.Complete, Minimal: f.minimal}
+	if f.noflush {
+		opts.Format = iptables.NoFlush
+	}
+	if f.previous != "" {
+		prev, err := readPrevious(f.previous, stdin)
+		if err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		opts.Previous = prev
+	}
+	write, err := emitter(res, opts)
+	if err != nil {
+		return err
+	}
+	if err := writeOutput(f.output, stdout, write); err != nil {
+		return err
+	}
+	if s.LockFile != "" {
+		return writeLock(s.LockFile, res.Lock)
+	}
+	return nil
+}
+
+// emitter picks the writer for the mode.
+func emitter(res *pipeline.Result, opts iptables.Options) (func(io.Writer) error, error) {
+	switch res.Mode {
+	case compiler.IPTables:
+		return func(w io.Writer) error { return iptables.Write(w, res.Map, opts) }, nil
+	}
+	return nil, &pipeline.InputError{Err: fmt.Errorf("mode %s: not available in this version of svcgen (iptables is)", res.Mode)}
+}
+
+func readPrevious(path string, stdin io.Reader) (*iptables.Ruleset, error) {
+	if path == "-" {
+		return iptables.Parse("<stdin>", stdin)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return iptables.Parse(path, fh)
+}
+
+// writeOutput writes to stdout, or to a file through a temporary file and a rename.
+func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
+	if path == "" || path == "-" {
+		return write(stdout)
+	}
+	return fileutil.WriteAtomic(path, write)
+}
+
+// writeLock rewrites the lock file when its content changed.
+func writeLock(path string, data []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	return fileutil.WriteFileAtomic(path, data)
+}
+
+func printProblems(stderr io.Writer, ps []*model.Problem) {
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = p
+	}
+	printWarnings(stderr, errs)
+}

@@ -1,0 +1,165 @@
+package compiler
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+)
+
+// Mode is a kube-proxy mode; it picks which section of the configuration
+// (iptables or nftables) the masquerade settings come from.
+type Mode string
+
+// Modes.
+const (
+	IPTables Mode = "iptables"
+	IPVS     Mode = "ipvs"
+	NFTables Mode = "nftables"
+)
+
+// Options select what to compile for.
+type Options struct {
+	// Node names the node the rules are for; empty: the configuration's
+	// hostnameOverride, else the only Node in the input.
+	Node string
+	Mode Mode
+	// Family overrides the NodeEnvironment's IP family (one compile per family on a
+	// dual-stack node).
+	Family model.IPFamily
+	// PreferSameTrafficDistribution is the feature gate; the configuration's
+	// featureGates override it.
+	PreferSameTrafficDistribution bool
+}
+
+// Compile builds the service map of one node from a resolved cluster.
+func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
+	var errs model.Problems
+	cfg := &model.Config{}
+	if len(c.Configs) > 0 {
+		cfg = c.Configs[0]
+	}
+	nodeName, node, err := pickNode(c, cfg, opts.Node)
+	if err != nil {
+		return nil, err
+	}
+	env := pickEnvironment(c, nodeName)
+	family := env.IPFamily
+	if opts.Family != "" {
+		family = opts.Family
+	}
+	sm := &ir.ServiceMap{Family: family}
+	sm.Node = nodeInfo(nodeName, node, env, cfg, family)
+	applyConfig(sm, cfg, node, opts.Mode, &errs)
+	sm.Host = ir.Host{RandomFully: env.RandomFully, NFAcct: env.NFAcct, TCPBeLiberal: env.TCPBeLiberal}
+	for _, sc := range c.ServiceCIDRs {
+		for _, p := range sc.CIDRs {
+			if model.FamilyOf(p.Addr()) == family {
+				sm.ServiceCIDRs = append(sm.ServiceCIDRs, p)
+			}
+		}
+	}
+	gate := opts.PreferSameTrafficDistribution
+	if v, ok := cfg.FeatureGates["PreferSameTrafficDistribution"]; ok {
+		gate = v
+	}
+	b := &builder{sm: sm, slices: slicesByService(c.Slices, family), sameNodeGate: gate}
+	for _, s := range c.Services {
+		b.service(s)
+	}
+	sortServices(sm.Services)
+	sm.LargeCluster = b.totalEndpoints > ir.LargeClusterThreshold
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return sm, nil
+}
+
+// pickNode finds the node the rules are for.
+func pickNode(c *model.Cluster, cfg *model.Config, name string) (string, *model.Node, error) {
+	if name == "" {
+		name = cfg.HostnameOverride
+	}
+	if name == "" {
+		switch len(c.Nodes) {
+		case 0:
+			return "", nil, nil
+		case 1:
+			return c.Nodes[0].Name, c.Nodes[0], nil
+		default:
+			return "", nil, fmt.Errorf("the input has %d Nodes; say which one the rules are for with --node (or hostnameOverride)", len(c.Nodes))
+		}
+	}
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return name, n, nil
+		}
+	}
+	return name, nil, nil
+}
+
+func pickEnvironment(c *model.Cluster, node string) *model.NodeEnvironment {
+	for _, e := range c.Environments {
+		if e.Node == node {
+			return e
+		}
+	}
+	if len(c.Environments) == 1 && node == "" {
+		return c.Environments[0]
+	}
+	return &model.NodeEnvironment{IPFamily: model.IPv4, RandomFully: true}
+}
+
+// nodeInfo collects the node's identity and addresses of one family.
+func nodeInfo(name string, node *model.Node, env *model.NodeEnvironment, cfg *model.Config, family model.IPFamily) ir.Node {
+	n := ir.Node{Name: name}
+	if node != nil {
+		n.Zone = node.Zone()
+		for _, t := range []string{"InternalIP", "ExternalIP"} {
+			for _, a := range node.Addresses {
+				if a.Type == t && model.FamilyOf(a.Address) == family && !n.IP.IsValid() {
+					n.IP = a.Address
+				}
+			}
+		}
+	}
+	if b := cfg.BindAddress; b.IsValid() && !b.IsUnspecified() && model.FamilyOf(b) == family {
+		n.IP = b
+	}
+	if env.Interfaces != nil {
+		for _, itf := range env.Interfaces {
+			for _, p := range itf.Addresses {
+				if model.FamilyOf(p.Addr()) == family {
+					n.Addresses = append(n.Addresses, p)
+				}
+			}
+		}
+	} else if node != nil {
+		for _, a := range node.Addresses {
+			if a.Type == "InternalIP" && model.FamilyOf(a.Address) == family {
+				n.Addresses = append(n.Addresses, netip.PrefixFrom(a.Address, a.Address.BitLen()))
+			}
+		}
+	}
+	return n
+}
+
+func sortServices(ss []*ir.Service) {
+	sort.Slice(ss, func(i, j int) bool {
+		if ss[i].Namespace != ss[j].Namespace {
+			return ss[i].Namespace < ss[j].Namespace
+		}
+		return ss[i].Name < ss[j].Name
+	})
+	for _, s := range ss {
+		sort.Slice(s.Ports, func(i, j int) bool {
+			a, b := s.Ports[i], s.Ports[j]
+			if a.Name.Port != b.Name.Port {
+				return a.Name.Port < b.Name.Port
+			}
+			return a.Protocol < b.Protocol
+		})
+	}
+}

@@ -1,0 +1,113 @@
+package compiler
+
+import (
+	"net/netip"
+
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+)
+
+// DefaultMasqueradeBit is kube-proxy's default masqueradeBit.
+const DefaultMasqueradeBit = 14
+
+var ipv4Loopback = netip.MustParseAddr("127.0.0.1")
+
+// applyConfig turns the KubeProxyConfiguration into the service map's settings.
+func applyConfig(sm *ir.ServiceMap, cfg *model.Config, node *model.Node, mode Mode, errs *model.Problems) {
+	bit, all := cfg.IPTables.MasqueradeBit, cfg.IPTables.MasqueradeAll
+	if mode == NFTables {
+		bit, all = cfg.NFTables.MasqueradeBit, cfg.NFTables.MasqueradeAll
+	}
+	sm.MasqueradeBit = DefaultMasqueradeBit
+	if bit != nil {
+		sm.MasqueradeBit = int(*bit)
+	}
+	sm.MasqueradeAll = all
+	sm.LocalDetector = localDetector(cfg, node, sm.Family, errs)
+	sm.NodePorts = nodePortAddresses(cfg, sm)
+	sm.IPVS = ir.IPVS{Scheduler: cfg.IPVS.Scheduler, StrictARP: cfg.IPVS.StrictARP}
+	if sm.IPVS.Scheduler == "" {
+		sm.IPVS.Scheduler = "rr"
+	}
+	for _, p := range cfg.IPVS.ExcludeCIDRs {
+		if model.FamilyOf(p.Addr()) == sm.Family {
+			sm.IPVS.ExcludeCIDRs = append(sm.IPVS.ExcludeCIDRs, p)
+		}
+	}
+}
+
+// localDetector follows cmd/kube-proxy's getLocalDetectors: ClusterCIDR is the
+// default mode; a mode without a value for this family detects nothing.
+func localDetector(cfg *model.Config, node *model.Node, family model.IPFamily, errs *model.Problems) ir.LocalDetector {
+	mode := cfg.DetectLocalMode
+	if mode == "" {
+		mode = "ClusterCIDR"
+	}
+	switch mode {
+	case "ClusterCIDR":
+		for _, p := range cfg.ClusterCIDRs {
+			if model.FamilyOf(p.Addr()) == family {
+				return ir.LocalDetector{Mode: mode, CIDR: p}
+			}
+		}
+	case "NodeCIDR":
+		if node == nil {
+			errs.Add(cfg.Origin, "detectLocalMode", "NodeCIDR needs the Node object in the input (its spec.podCIDRs)")
+			return ir.LocalDetector{}
+		}
+		for _, p := range node.PodCIDRs {
+			if model.FamilyOf(p.Addr()) == family {
+				return ir.LocalDetector{Mode: mode, CIDR: p}
+			}
+		}
+	case "BridgeInterface":
+		return ir.LocalDetector{Mode: mode, Interface: cfg.BridgeInterface}
+	case "InterfaceNamePrefix":
+		return ir.LocalDetector{Mode: mode, Interface: cfg.InterfaceNamePrefix}
+	}
+	return ir.LocalDetector{}
+}
+
+// nodePortAddresses follows upstream's NodePortAddresses: CIDRs of the family select the
+// node's addresses inside them; none of the family, or one covering the whole family,
+// means every local address.
+func nodePortAddresses(cfg *model.Config, sm *ir.ServiceMap) ir.NodePortAddresses {
+	var cidrs []netip.Prefix
+	for _, p := range cfg.NodePortAddresses {
+		if model.FamilyOf(p.Addr()) == sm.Family {
+			cidrs = append(cidrs, p)
+		}
+	}
+	if cfg.NodePortPrimary && sm.Node.IP.IsValid() {
+		cidrs = []netip.Prefix{netip.PrefixFrom(sm.Node.IP, sm.Node.IP.BitLen())}
+	}
+	var npa ir.NodePortAddresses
+	npa.MatchAll = len(cidrs) == 0
+	for _, p := range cidrs {
+		if p.Bits() == 0 {
+			npa.MatchAll = true
+		}
+	}
+	localhostOK := cfg.IPTables.LocalhostNodePorts == nil || *cfg.IPTables.LocalhostNodePorts
+	containsLoopback := npa.MatchAll
+	for _, p := range cidrs {
+		if p.Contains(ipv4Loopback) || (p.Addr().Is4() && netip.MustParsePrefix("127.0.0.0/8").Overlaps(p)) {
+			containsLoopback = true
+		}
+	}
+	npa.Localhost = localhostOK && sm.Family == model.IPv4 && containsLoopback
+	if npa.MatchAll {
+		return npa
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range sm.Node.Addresses {
+		ip := a.Addr()
+		for _, p := range cidrs {
+			if p.Contains(ip) && !seen[ip] {
+				seen[ip] = true
+				npa.Addresses = append(npa.Addresses, ip)
+			}
+		}
+	}
+	return npa
+}

@@ -1,0 +1,191 @@
+package compiler
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/svcgen/svcgen/model"
+)
+
+// buildEndpoints gives every selector Service without an EndpointSlice the slices the
+// EndpointSlice controller would write, from a v1 Endpoints object of the same name if
+// there is one (as the mirroring controller would), else from the Pods its selector
+// matches.
+func (r *resolver) buildEndpoints() {
+	hasSlice := map[string]bool{}
+	for _, es := range r.out.Slices {
+		hasSlice[es.Namespace+"/"+es.ServiceName] = true
+	}
+	endpoints := map[string]*model.Endpoints{}
+	for _, e := range r.out.Endpoints {
+		endpoints[e.Namespace+"/"+e.Name] = e
+	}
+	nodes := map[string]*model.Node{}
+	for _, n := range r.out.Nodes {
+		nodes[n.Name] = n
+	}
+	for _, s := range r.out.Services {
+		if !proxied(s) || hasSlice[s.Key()] {
+			continue
+		}
+		if e := endpoints[s.Key()]; e != nil {
+			r.out.Slices = append(r.out.Slices, mirrorEndpoints(e)...)
+			continue
+		}
+		if len(s.Selector) > 0 {
+			r.out.Slices = append(r.out.Slices, r.slicesFromPods(s, nodes)...)
+		}
+	}
+}
+
+// mirrorEndpoints turns a v1 Endpoints object into slices, one per subset and family.
+func mirrorEndpoints(e *model.Endpoints) []*model.EndpointSlice {
+	var out []*model.EndpointSlice
+	yes, no := true, false
+	for i, sub := range e.Subsets {
+		for _, fam := range []model.IPFamily{model.IPv4, model.IPv6} {
+			es := &model.EndpointSlice{
+				Origin: e.Origin, Namespace: e.Namespace, ServiceName: e.Name,
+				Name:        fmt.Sprintf("%s-mirror-%d-%s", e.Name, i, strings.ToLower(string(fam))),
+				AddressType: string(fam), Ports: sub.Ports, Generated: "Endpoints",
+			}
+			add := func(addrs []model.EndpointAddress, ready *bool) {
+				for _, a := range addrs {
+					if model.FamilyOf(a.IP) == fam {
+						es.Endpoints = append(es.Endpoints, model.Endpoint{
+							Addresses: []netip.Addr{a.IP}, Ready: ready, NodeName: a.NodeName,
+						})
+					}
+				}
+			}
+			add(sub.Addresses, &yes)
+			add(sub.NotReadyAddresses, &no)
+			if len(es.Endpoints) > 0 {
+				out = append(out, es)
+			}
+		}
+	}
+	return out
+}
+
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// podEndpoint is one pod's contribution: its endpoint conditions and the port number
+// each service port resolves to on it (0: the pod has no such port).
+type podEndpoint struct {
+	pod   *model.Pod
+	ports []int32
+}
+
+// slicesFromPods builds the slices for one Service: pods that resolve the service ports
+// to the same numbers share a slice, as the EndpointSlice controller groups them.
+func (r *resolver) slicesFromPods(s *model.Service, nodes map[string]*model.Node) []*model.EndpointSlice {
+	groups := map[string][]podEndpoint{}
+	var keys []string
+	for _, pod := range r.out.Pods {
+		if pod.Namespace != s.Namespace || !selects(s.Selector, pod.Labels) {
+			continue
+		}
+		if pod.Phase == "Succeeded" || pod.Phase == "Failed" {
+			continue
+		}
+		if len(pod.PodIPs) == 0 {
+			r.warns.Add(pod.Origin, "status.podIP", "missing: pod matches Service %s but has no address, so it is no endpoint", s.Key())
+			continue
+		}
+		pe := podEndpoint{pod: pod, ports: make([]int32, len(s.Ports))}
+		var key strings.Builder
+		for i, sp := range s.Ports {
+			pe.ports[i] = targetPortOn(sp, pod)
+			fmt.Fprintf(&key, "%d,", pe.ports[i])
+		}
+		k := key.String()
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], pe)
+	}
+	sort.Strings(keys)
+	var out []*model.EndpointSlice
+	for gi, k := range keys {
+		for _, fam := range []model.IPFamily{model.IPv4, model.IPv6} {
+			if es := r.podSlice(s, groups[k], fam, gi, nodes); es != nil {
+				out = append(out, es)
+			}
+		}
+	}
+	return out
+}
+
+func (r *resolver) podSlice(s *model.Service, group []podEndpoint, fam model.IPFamily, gi int, nodes map[string]*model.Node) *model.EndpointSlice {
+	es := &model.EndpointSlice{
+		Origin: s.Origin, Namespace: s.Namespace, ServiceName: s.Name,
+		Name:        fmt.Sprintf("%s-pods-%d-%s", s.Name, gi, strings.ToLower(string(fam))),
+		AddressType: string(fam), Generated: "Pods",
+	}
+	for i, sp := range s.Ports {
+		if group[0].ports[i] == 0 {
+			continue // no pod of this group has the named port
+		}
+		name := sp.Name
+		es.Ports = append(es.Ports, model.EndpointPort{Name: &name, Protocol: sp.Protocol, Port: group[0].ports[i]})
+	}
+	if len(es.Ports) == 0 {
+		return nil
+	}
+	for _, pe := range group {
+		for _, ip := range pe.pod.PodIPs {
+			if model.FamilyOf(ip) == fam {
+				es.Endpoints = append(es.Endpoints, podToEndpoint(s, pe.pod, ip, nodes))
+				break
+			}
+		}
+	}
+	if len(es.Endpoints) == 0 {
+		return nil
+	}
+	return es
+}
+
+// podToEndpoint sets the conditions the way the EndpointSlice controller does:
+// serving follows the Ready condition, ready also needs the pod not to be terminating.
+func podToEndpoint(s *model.Service, pod *model.Pod, ip netip.Addr, nodes map[string]*model.Node) model.Endpoint {
+	serving := pod.Ready || s.PublishNotReadyAddresses
+	ready := serving && !pod.Terminating
+	terminating := pod.Terminating
+	ep := model.Endpoint{
+		Addresses: []netip.Addr{ip}, Ready: &ready, Serving: &serving, Terminating: &terminating,
+		NodeName: pod.NodeName,
+	}
+	if n := nodes[pod.NodeName]; n != nil {
+		ep.Zone = n.Zone()
+	}
+	return ep
+}
+
+// targetPortOn resolves a service port's targetPort on a pod: a number as written, a
+// name through the pod's container ports of the same protocol; 0 when the pod has no
+// port of that name.
+func targetPortOn(sp model.ServicePort, pod *model.Pod) int32 {
+	if sp.TargetPort.Str == "" {
+		if sp.TargetPort.Int != 0 {
+			return sp.TargetPort.Int
+		}
+		return sp.Port
+	}
+	for _, cp := range pod.Ports {
+		if cp.Name == sp.TargetPort.Str && cp.Protocol == sp.Protocol {
+			return cp.ContainerPort
+		}
+	}
+	return 0
+}

@@ -1,0 +1,210 @@
+// Package compiler is svcgen's control plane and compiler.
+//
+// Resolve does what the API server and the controllers would have done to the
+// manifests: it validates them as a whole, gives Services their ClusterIPs and
+// NodePorts (stable through a Lock), and builds EndpointSlices from Pods for Services
+// that have none. Compile turns the resolved cluster into the service map of one node
+// (package ir). Both are pure functions: no clock, files or environment.
+package compiler
+
+import (
+	"net/netip"
+	"sort"
+
+	"github.com/svcgen/svcgen/model"
+)
+
+// DefaultServiceCIDR is kube-apiserver's default --service-cluster-ip-range.
+var DefaultServiceCIDR = netip.MustParsePrefix("10.96.0.0/12")
+
+// ResolveOptions are the control-plane settings of a run.
+type ResolveOptions struct {
+	// ServiceCIDRs to allocate from when the input has no ServiceCIDR objects.
+	ServiceCIDRs  []netip.Prefix
+	NodePortRange PortRange
+	Lock          *Lock
+	// NoAllocate leaves Services without a ClusterIP or NodePort as they are:
+	// kube-proxy's own tests feed objects that never passed an API server.
+	NoAllocate bool
+	// MiniK8s relaxes checks the course projects' manifests fail (node ports outside
+	// the range become warnings).
+	MiniK8s bool
+}
+
+// Resolved is a cluster as the API server and controllers would leave it.
+type Resolved struct {
+	Cluster  *model.Cluster
+	Lock     *Lock
+	Warnings []*model.Problem
+}
+
+// Resolve validates the cluster as a whole, allocates addresses and ports, and builds
+// endpoints from Pods. The input is not modified. All problems are reported together.
+func Resolve(in *model.Cluster, opts ResolveOptions) (*Resolved, error) {
+	if opts.NodePortRange == (PortRange{}) {
+		opts.NodePortRange = DefaultNodePortRange
+	}
+	r := &resolver{opts: opts, out: copyCluster(in), lock: &Lock{Services: map[string]LockedService{}}}
+	r.checkUnique()
+	r.checkServices()
+	if !opts.NoAllocate {
+		r.allocateClusterIPs()
+		r.allocateNodePorts()
+	}
+	r.recordLock()
+	r.buildEndpoints()
+	r.errs.Sort()
+	if err := r.errs.Err(); err != nil {
+		return nil, err
+	}
+	r.warns.Sort()
+	return &Resolved{Cluster: r.out, Lock: r.lock, Warnings: r.warns.List()}, nil
+}
+
+type resolver struct {
+	opts  ResolveOptions
+	out   *model.Cluster
+	lock  *Lock
+	errs  model.Problems
+	warns model.Problems
+}
+
+// copyCluster copies the object lists and each Service (the resolver changes them),
+// sorted by key so that every later pass walks them in one order.
+func copyCluster(in *model.Cluster) *model.Cluster {
+	out := *in
+	out.Services = make([]*model.Service, len(in.Services))
+	for i, s := range in.Services {
+		c := *s
+		c.ClusterIPs = append([]netip.Addr(nil), s.ClusterIPs...)
+		c.Ports = append([]model.ServicePort(nil), s.Ports...)
+		out.Services[i] = &c
+	}
+	sort.SliceStable(out.Services, func(i, j int) bool { return out.Services[i].Key() < out.Services[j].Key() })
+	out.Slices = append([]*model.EndpointSlice(nil), in.Slices...)
+	sort.SliceStable(out.Slices, func(i, j int) bool {
+		a, b := out.Slices[i], out.Slices[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	out.Pods = append([]*model.Pod(nil), in.Pods...)
+	sort.SliceStable(out.Pods, func(i, j int) bool {
+		return out.Pods[i].Namespace+"/"+out.Pods[i].Name < out.Pods[j].Namespace+"/"+out.Pods[j].Name
+	})
+	out.Nodes = append([]*model.Node(nil), in.Nodes...)
+	sort.SliceStable(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	out.ServiceCIDRs = append([]*model.ServiceCIDR(nil), in.ServiceCIDRs...)
+	sort.SliceStable(out.ServiceCIDRs, func(i, j int) bool { return out.ServiceCIDRs[i].Name < out.ServiceCIDRs[j].Name })
+	return &out
+}
+
+// checkUnique reports two objects of one kind with one name.
+func (r *resolver) checkUnique() {
+	seen := map[string]model.Origin{}
+	check := func(o model.Origin, key string) {
+		k := o.Kind + " " + key
+		if first, dup := seen[k]; dup {
+			r.errs.Add(o, "metadata.name", "%s %s is defined twice (first in %s)", o.Kind, key, first)
+			return
+		}
+		seen[k] = o
+	}
+	for _, s := range r.out.Services {
+		check(s.Origin, s.Key())
+	}
+	for _, s := range r.out.Slices {
+		check(s.Origin, s.Namespace+"/"+s.Name)
+	}
+	for _, e := range r.out.Endpoints {
+		check(e.Origin, e.Namespace+"/"+e.Name)
+	}
+	for _, p := range r.out.Pods {
+		check(p.Origin, p.Namespace+"/"+p.Name)
+	}
+	for _, n := range r.out.Nodes {
+		check(n.Origin, n.Name)
+	}
+	for _, c := range r.out.ServiceCIDRs {
+		check(c.Origin, c.Name)
+	}
+	for _, e := range r.out.Environments {
+		check(e.Origin, e.Node)
+	}
+	if len(r.out.Configs) > 1 {
+		r.errs.Add(r.out.Configs[1].Origin, "", "a second KubeProxyConfiguration (the first is in %s); give one", r.out.Configs[0].Origin)
+	}
+}
+
+// checkServices validates what only makes sense per Service: unique port names and
+// port/protocol pairs, node ports inside the range.
+func (r *resolver) checkServices() {
+	for _, s := range r.out.Services {
+		if s.Type == model.TypeExternalName || s.Headless {
+			continue
+		}
+		if len(s.Ports) == 0 {
+			r.errs.Add(s.Origin, "spec.ports", "missing: a Service needs at least one port")
+		}
+		names := map[string]int{}
+		pairs := map[string]int{}
+		for i, p := range s.Ports {
+			field := "spec.ports[" + itoa(i) + "]"
+			if j, dup := names[p.Name]; dup {
+				if p.Name == "" {
+					r.errs.Add(s.Origin, field+".name", "missing: every port needs a name when a Service has more than one (spec.ports[%d] is unnamed too)", j)
+				} else {
+					r.errs.Add(s.Origin, field+".name", "%q is also the name of spec.ports[%d]", p.Name, j)
+				}
+			}
+			names[p.Name] = i
+			pair := itoa(int(p.Port)) + "/" + string(p.Protocol)
+			if j, dup := pairs[pair]; dup {
+				r.errs.Add(s.Origin, field, "port %s is also spec.ports[%d]", pair, j)
+			}
+			pairs[pair] = i
+			if p.NodePort != 0 && !r.opts.NodePortRange.contains(p.NodePort) {
+				r.outOfRange(s, field+".nodePort", p.NodePort)
+			}
+		}
+		if s.HealthCheckNodePort != 0 && !r.opts.NodePortRange.contains(s.HealthCheckNodePort) {
+			r.outOfRange(s, "spec.healthCheckNodePort", s.HealthCheckNodePort)
+		}
+	}
+}
+
+func (r *resolver) outOfRange(s *model.Service, field string, port int32) {
+	if r.opts.NoAllocate {
+		return // upstream tests use ports such as 3001
+	}
+	if r.opts.MiniK8s {
+		r.warns.Add(s.Origin, field, "%d is outside the node port range %s", port, r.opts.NodePortRange)
+		return
+	}
+	r.errs.Add(s.Origin, field, "%d is outside the node port range %s (see --node-port-range)", port, r.opts.NodePortRange)
+}
+
+// proxied reports whether kube-proxy programs the Service at all.
+func proxied(s *model.Service) bool {
+	return s.Type != model.TypeExternalName && !s.Headless && s.Labels[model.LabelServiceProxyName] == ""
+}
+
+// recordLock writes every Service's addresses and ports into the new lock.
+func (r *resolver) recordLock() {
+	for _, s := range r.out.Services {
+		if s.Type == model.TypeExternalName || s.Headless {
+			continue
+		}
+		ls := LockedService{ClusterIPs: s.ClusterIPs, HealthCheckNodePort: s.HealthCheckNodePort}
+		for _, p := range s.Ports {
+			if p.NodePort != 0 {
+				if ls.NodePorts == nil {
+					ls.NodePorts = map[string]int32{}
+				}
+				ls.NodePorts[nodePortKey(p)] = p.NodePort
+			}
+		}
+		r.lock.Services[s.Key()] = ls
+	}
+}

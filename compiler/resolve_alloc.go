@@ -1,0 +1,204 @@
+package compiler
+
+import (
+	"net/netip"
+	"strconv"
+
+	"github.com/svcgen/svcgen/model"
+)
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// serviceCIDRs are the ranges ClusterIPs come from: the ServiceCIDR objects of the
+// input, else the --service-cidr option, else the API server's default.
+func (r *resolver) serviceCIDRs() []netip.Prefix {
+	var out []netip.Prefix
+	for _, sc := range r.out.ServiceCIDRs {
+		out = append(out, sc.CIDRs...)
+	}
+	if len(out) == 0 {
+		out = r.opts.ServiceCIDRs
+	}
+	if len(out) == 0 {
+		out = []netip.Prefix{DefaultServiceCIDR}
+	}
+	return out
+}
+
+// allocateClusterIPs gives each Service without a ClusterIP one address per family it
+// asks for. Addresses written in the manifests are taken first, then addresses the lock
+// remembers (unless another Service now claims them), then new ones.
+func (r *resolver) allocateClusterIPs() {
+	pools := map[model.IPFamily][]*ipPool{}
+	used := map[netip.Addr]string{}
+	cidrs := r.serviceCIDRs()
+	for _, p := range cidrs {
+		f := model.FamilyOf(p.Addr())
+		pools[f] = append(pools[f], &ipPool{prefix: p, used: used})
+	}
+	for _, s := range r.out.Services {
+		for i, ip := range s.ClusterIPs {
+			if owner, taken := used[ip]; taken {
+				r.errs.Add(s.Origin, "spec.clusterIPs["+itoa(i)+"]", "%s is already the ClusterIP of Service %s", ip, owner)
+				continue
+			}
+			used[ip] = s.Key()
+		}
+	}
+	var pending []*model.Service
+	for _, s := range r.out.Services {
+		if s.Type == model.TypeExternalName || s.Headless {
+			continue
+		}
+		if r.reuseLockedIPs(s, used) {
+			continue
+		}
+		pending = append(pending, s)
+	}
+	defaultFamily := model.FamilyOf(cidrs[0].Addr())
+	for _, s := range pending {
+		for _, f := range wantedFamilies(s, defaultFamily) {
+			if hasFamily(s.ClusterIPs, f) {
+				continue
+			}
+			r.allocateIn(s, f, pools[f], used)
+		}
+	}
+}
+
+func (r *resolver) allocateIn(s *model.Service, f model.IPFamily, pools []*ipPool, used map[netip.Addr]string) {
+	for _, p := range pools {
+		if a, ok := p.allocate(s.Key()); ok {
+			used[a] = s.Key()
+			s.ClusterIPs = append(s.ClusterIPs, a)
+			return
+		}
+	}
+	if len(pools) == 0 {
+		r.errs.Add(s.Origin, "spec.ipFamilies", "no %s service CIDR to allocate a ClusterIP from (see --service-cidr)", f)
+		return
+	}
+	r.errs.Add(s.Origin, "spec.clusterIP", "no free %s address left in the service CIDRs", f)
+}
+
+// reuseLockedIPs applies the lock's addresses when the Service has none of its own and
+// nobody else holds them.
+func (r *resolver) reuseLockedIPs(s *model.Service, used map[netip.Addr]string) bool {
+	if len(s.ClusterIPs) > 0 || r.opts.Lock == nil {
+		return len(s.ClusterIPs) > 0
+	}
+	locked := r.opts.Lock.Services[s.Key()].ClusterIPs
+	if len(locked) == 0 {
+		return false
+	}
+	for _, a := range locked {
+		if _, taken := used[a]; taken {
+			return false
+		}
+	}
+	for _, a := range locked {
+		used[a] = s.Key()
+	}
+	s.ClusterIPs = append(s.ClusterIPs, locked...)
+	return true
+}
+
+func wantedFamilies(s *model.Service, def model.IPFamily) []model.IPFamily {
+	if len(s.IPFamilies) > 0 {
+		return s.IPFamilies
+	}
+	if len(s.ClusterIPs) > 0 {
+		return []model.IPFamily{model.FamilyOf(s.ClusterIPs[0])}
+	}
+	return []model.IPFamily{def}
+}
+
+func hasFamily(ips []netip.Addr, f model.IPFamily) bool {
+	for _, a := range ips {
+		if model.FamilyOf(a) == f {
+			return true
+		}
+	}
+	return false
+}
+
+// needsNodePort says whether the API server would allocate a node port for a port.
+func needsNodePort(s *model.Service) bool {
+	switch s.Type {
+	case model.TypeNodePort:
+		return true
+	case model.TypeLoadBalancer:
+		return s.AllocateLoadBalancerNodePorts == nil || *s.AllocateLoadBalancerNodePorts
+	}
+	return false
+}
+
+// allocateNodePorts gives node ports to NodePort and LoadBalancer ports without one,
+// and a health-check node port to LoadBalancer Services with externalTrafficPolicy
+// Local. One Service may use one node port for several protocols; two Services never
+// share one.
+func (r *resolver) allocateNodePorts() {
+	pool := &portPool{r: r.opts.NodePortRange, used: map[int32]string{}}
+	claim := func(s *model.Service, field string, port int32) {
+		if owner, taken := pool.used[port]; taken && owner != s.Key() {
+			r.errs.Add(s.Origin, field, "node port %d is already used by Service %s", port, owner)
+			return
+		}
+		pool.used[port] = s.Key()
+	}
+	for _, s := range r.out.Services {
+		if !proxiedForAllocation(s) {
+			continue
+		}
+		for i, p := range s.Ports {
+			if p.NodePort != 0 {
+				claim(s, "spec.ports["+itoa(i)+"].nodePort", p.NodePort)
+			}
+		}
+		if s.HealthCheckNodePort != 0 {
+			claim(s, "spec.healthCheckNodePort", s.HealthCheckNodePort)
+		}
+	}
+	for _, s := range r.out.Services {
+		if proxiedForAllocation(s) {
+			r.lockedOrNewNodePorts(s, pool)
+		}
+	}
+}
+
+func proxiedForAllocation(s *model.Service) bool {
+	return s.Type != model.TypeExternalName && !s.Headless
+}
+
+func (r *resolver) lockedOrNewNodePorts(s *model.Service, pool *portPool) {
+	var locked LockedService
+	if r.opts.Lock != nil {
+		locked = r.opts.Lock.Services[s.Key()]
+	}
+	take := func(lockedPort int32, key string) int32 {
+		if lockedPort != 0 && pool.r.contains(lockedPort) {
+			if _, taken := pool.used[lockedPort]; !taken {
+				pool.used[lockedPort] = s.Key()
+				return lockedPort
+			}
+		}
+		port, ok := pool.allocate(key)
+		if !ok {
+			r.errs.Add(s.Origin, "spec.ports", "no free node port left in %s", pool.r)
+			return 0
+		}
+		pool.used[port] = s.Key()
+		return port
+	}
+	if needsNodePort(s) {
+		for i := range s.Ports {
+			p := &s.Ports[i]
+			if p.NodePort == 0 {
+				p.NodePort = take(locked.NodePorts[nodePortKey(*p)], s.Key()+":"+nodePortKey(*p))
+			}
+		}
+	}
+	if s.Type == model.TypeLoadBalancer && s.ExternalTrafficPolicy == model.PolicyLocal && s.HealthCheckNodePort == 0 {
+		s.HealthCheckNodePort = take(locked.HealthCheckNodePort, s.Key()+":healthcheck")
+	}
+}

@@ -1,0 +1,218 @@
+package iptables
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+)
+
+// writePartial writes what kube-proxy's partial sync writes against the ruleset now on
+// the node (opts.Previous): the filter table and the nat fixed chains in full, every
+// service's KUBE-SERVICES and KUBE-NODEPORTS rules, the own chains of services whose
+// chains changed (all of them, as kube-proxy rewrites a changed Service whole), and a
+// chain line plus -X for every service chain that no Service uses any more.
+//
+// kube-proxy decides "changed" from the Service and EndpointSlice events it saw; svcgen
+// compares chain contents, so a Service edit that changes no rule writes nothing.
+//
+// With opts.Minimal, fixed chains whose rules did not change are left out too (the
+// filter chains, KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING, KUBE-MARK-MASQ).
+func (e *emitter) writePartial(out io.Writer, opts Options) error {
+	prevNat := opts.Previous.Table("nat")
+	prevFilter := opts.Previous.Table("filter")
+
+	var filterDecls, filterRules lineBuf
+	for _, c := range e.filterChains() {
+		filterDecls.chainLine(c, "-")
+	}
+	e.filterRules(&filterRules)
+
+	var natDecls, natRules, svcDecls, svcRules, scratchDecls, scratchRules lineBuf
+	for _, c := range natFixedChains {
+		natDecls.chainLine(c, "-")
+	}
+	e.natFixedRules(&natRules)
+	active := map[string]bool{}
+	for _, ports := range e.plans {
+		scratchDecls.reset()
+		scratchRules.reset()
+		for _, pp := range ports {
+			for _, c := range pp.chainNames(nil) {
+				active[c] = true
+			}
+			e.frontNat(pp, &natRules)
+			e.chainDecls(pp, &scratchDecls)
+			e.chainRules(pp, &scratchRules)
+		}
+		if !sameChains(prevNat, &scratchDecls, &scratchRules) {
+			svcDecls.append(&scratchDecls)
+			svcRules.append(&scratchRules)
+		}
+	}
+	var staleDecls, staleRules lineBuf
+	if prevNat != nil {
+		for _, c := range prevNat.Chains {
+			if IsServiceChain(c.Name) && !active[c.Name] {
+				staleDecls.chainLine(c.Name, "-")
+				staleRules.line("-X", c.Name)
+			}
+		}
+	}
+	var tail lineBuf
+	e.nodePortsJump(&tail)
+
+	keepFilter, keepNat := keepAll, keepAll
+	if opts.Minimal {
+		keepFilter = changedChains(prevFilter, &filterRules, e.filterChains())
+		all := append(append([]byte(nil), natRules.buf...), tail.buf...)
+		keepNat = changedChains(prevNat, &lineBuf{buf: all}, natFixedChains)
+	}
+
+	bw := bufio.NewWriterSize(out, flushSize)
+	b := &lineBuf{out: bw}
+	writeTable(b, "filter", keepFilter, opts.Minimal, &filterDecls, &filterRules)
+	writeTable(b, "nat", keepNat, opts.Minimal, &natDecls, &svcDecls, &staleDecls, &natRules, &svcRules, &staleRules, &tail)
+	b.flush()
+	if b.err != nil {
+		return b.err
+	}
+	return bw.Flush()
+}
+
+// keepAll keeps every line.
+func keepAll(string) bool { return true }
+
+// changedChains returns a filter that keeps the lines of the fixed chains whose rules
+// differ from the previous ruleset's, and every line of other chains.
+func changedChains(prev *Table, rules *lineBuf, fixed []string) func(string) bool {
+	byChain := groupByChain(rules.buf)
+	changed := map[string]bool{}
+	for _, c := range fixed {
+		changed[c] = !sameRules(prev.Chain(c), byChain[c])
+	}
+	return func(chain string) bool {
+		ch, isFixed := changed[chain]
+		return !isFixed || ch
+	}
+}
+
+// writeTable writes one table, keeping the chain lines and rules that keep allows.
+// With skipEmpty, a table left with nothing to write is left out whole.
+func writeTable(b *lineBuf, name string, keep func(string) bool, skipEmpty bool, parts ...*lineBuf) {
+	var body lineBuf
+	for _, part := range parts {
+		forEachLine(part.buf, func(line []byte) {
+			if keep(lineChain(line)) {
+				body.buf = append(body.buf, line...)
+				body.buf = append(body.buf, '\n')
+			}
+		})
+	}
+	if len(body.buf) == 0 && skipEmpty {
+		return
+	}
+	b.line("*" + name)
+	b.append(&body)
+	b.line("COMMIT")
+}
+
+func forEachLine(buf []byte, fn func([]byte)) {
+	for len(buf) > 0 {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			fn(buf)
+			return
+		}
+		fn(buf[:i])
+		buf = buf[i+1:]
+	}
+}
+
+// lineChain is the chain a line is about: ":NAME ...", "-A NAME ...", "-X NAME".
+func lineChain(line []byte) string {
+	switch {
+	case len(line) > 1 && line[0] == ':':
+		line = line[1:]
+	case len(line) > 3 && line[0] == '-':
+		line = line[3:]
+	default:
+		return ""
+	}
+	if i := bytes.IndexByte(line, ' '); i >= 0 {
+		line = line[:i]
+	}
+	return string(line)
+}
+
+// groupByChain splits rule lines ("-A NAME args") by chain, keeping the words after
+// the chain name.
+func groupByChain(buf []byte) map[string][]string {
+	out := map[string][]string{}
+	forEachLine(buf, func(line []byte) {
+		if !bytes.HasPrefix(line, []byte("-A ")) {
+			return
+		}
+		rest := line[3:]
+		i := bytes.IndexByte(rest, ' ')
+		name, args := string(rest), ""
+		if i >= 0 {
+			name, args = string(rest[:i]), string(rest[i+1:])
+		}
+		out[name] = append(out[name], args)
+	})
+	return out
+}
+
+// sameChains reports whether the previous table holds the chains a service declares
+// with exactly the rules it would write.
+func sameChains(prev *Table, decls, rules *lineBuf) bool {
+	if prev == nil {
+		return false
+	}
+	byChain := groupByChain(rules.buf)
+	same := true
+	forEachLine(decls.buf, func(line []byte) {
+		if same {
+			name := lineChain(line)
+			same = sameRules(prev.Chain(name), byChain[name])
+		}
+	})
+	return same
+}
+
+// sameRules compares a previous chain with new rule texts: byte for byte when the
+// previous ruleset is svcgen's own text, by canonical key otherwise (iptables-save
+// spells rules differently).
+func sameRules(prev *Chain, texts []string) bool {
+	if prev == nil {
+		return false
+	}
+	if len(prev.Rules) != len(texts) {
+		return false
+	}
+	for i, r := range prev.Rules {
+		words, err := splitWords(texts[i])
+		if err != nil {
+			return false
+		}
+		if equalWords(r.Args, words) {
+			continue
+		}
+		if RuleKey(r.Args) != RuleKey(words) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalWords(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

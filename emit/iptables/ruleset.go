@@ -1,0 +1,278 @@
+package iptables
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Ruleset is iptables-restore or iptables-save text read back: tables with their
+// chains and rules, in file order.
+type Ruleset struct {
+	Tables []*Table
+}
+
+// Table is one "*name ... COMMIT" block.
+type Table struct {
+	Name   string
+	Chains []*Chain
+	// Deleted lists chains removed with -X, in order.
+	Deleted []string
+	index   map[string]*Chain
+}
+
+// Chain is a declared chain (or one only appended to) with its rules in order.
+type Chain struct {
+	Name string
+	// Policy is "-" for user chains, the policy of a built-in chain otherwise.
+	Policy string
+	// Declared: the file has a ":NAME" line for it (which flushes it on --noflush).
+	Declared bool
+	Rules    []Rule
+}
+
+// Rule is one "-A CHAIN args..." line; Args are the words after the chain name, with
+// quotes removed.
+type Rule struct {
+	Chain string
+	Args  []string
+	// Line is the line number in the parsed text (0 for rules not read from text).
+	Line int
+}
+
+// Table returns the table of that name, or nil.
+func (rs *Ruleset) Table(name string) *Table {
+	for _, t := range rs.Tables {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Chain returns the chain of that name, or nil.
+func (t *Table) Chain(name string) *Chain {
+	if t == nil {
+		return nil
+	}
+	return t.index[name]
+}
+
+// chain returns the named chain, adding it if it is new.
+func (t *Table) chain(name string) *Chain {
+	if c := t.index[name]; c != nil {
+		return c
+	}
+	c := &Chain{Name: name, Policy: "-"}
+	t.Chains = append(t.Chains, c)
+	t.index[name] = c
+	return c
+}
+
+// ParseError is a line iptables-restore would refuse.
+type ParseError struct {
+	Name string
+	Line int
+	Msg  string
+}
+
+func (e *ParseError) Error() string { return fmt.Sprintf("%s: line %d: %s", e.Name, e.Line, e.Msg) }
+
+// Parse reads iptables-restore input or iptables-save output. name is used in errors.
+func Parse(name string, r io.Reader) (*Ruleset, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	p := &parser{name: name, rs: &Ruleset{}}
+	for sc.Scan() {
+		p.line++
+		if err := p.parseLine(strings.TrimSpace(sc.Text())); err != nil {
+			return nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if p.table != nil {
+		return nil, p.errorf("table %s has no COMMIT", p.table.Name)
+	}
+	return p.rs, nil
+}
+
+// ParseBytes is Parse over a byte slice.
+func ParseBytes(name string, data []byte) (*Ruleset, error) {
+	return Parse(name, bytes.NewReader(data))
+}
+
+type parser struct {
+	name  string
+	line  int
+	rs    *Ruleset
+	table *Table
+}
+
+func (p *parser) errorf(format string, args ...any) error {
+	return &ParseError{Name: p.name, Line: p.line, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) parseLine(l string) error {
+	switch {
+	case l == "" || l[0] == '#':
+		return nil
+	case l[0] == '*':
+		if p.table != nil {
+			return p.errorf("table %s starts before %s has its COMMIT", l[1:], p.table.Name)
+		}
+		p.table = &Table{Name: l[1:], index: map[string]*Chain{}}
+		p.rs.Tables = append(p.rs.Tables, p.table)
+		return nil
+	}
+	if p.table == nil {
+		return p.errorf("%q outside a table (a *table line is missing)", l)
+	}
+	switch {
+	case l == "COMMIT":
+		p.table = nil
+		return nil
+	case l[0] == ':':
+		return p.chainLine(l)
+	}
+	words, err := splitWords(l)
+	if err != nil {
+		return p.errorf("%v", err)
+	}
+	return p.command(words)
+}
+
+func (p *parser) chainLine(l string) error {
+	f := strings.Fields(l[1:])
+	if len(f) < 2 || f[0] == "" {
+		return p.errorf("bad chain line %q", l)
+	}
+	c := p.table.chain(f[0])
+	c.Policy = f[1]
+	c.Declared = true
+	c.Rules = nil // a chain line flushes the chain
+	return nil
+}
+
+func (p *parser) command(words []string) error {
+	if len(words) < 2 {
+		return p.errorf("%q has no chain", strings.Join(words, " "))
+	}
+	op, name := words[0], words[1]
+	switch op {
+	case "-A", "--append":
+		c := p.table.chain(name)
+		c.Rules = append(c.Rules, Rule{Chain: name, Args: words[2:], Line: p.line})
+	case "-I", "--insert":
+		args := words[2:]
+		if len(args) > 0 && isNumber(args[0]) {
+			args = args[1:] // only position 1 is used by the tools svcgen talks to
+		}
+		c := p.table.chain(name)
+		c.Rules = append([]Rule{{Chain: name, Args: args, Line: p.line}}, c.Rules...)
+	case "-N", "--new-chain":
+		p.table.chain(name).Declared = true
+	case "-F", "--flush":
+		p.table.chain(name).Rules = nil
+	case "-X", "--delete-chain":
+		p.table.Deleted = append(p.table.Deleted, name)
+		p.table.remove(name)
+	default:
+		return p.errorf("unsupported command %q", op)
+	}
+	return nil
+}
+
+func (t *Table) remove(name string) {
+	if t.index[name] == nil {
+		return
+	}
+	delete(t.index, name)
+	for i, c := range t.Chains {
+		if c.Name == name {
+			t.Chains = append(t.Chains[:i], t.Chains[i+1:]...)
+			return
+		}
+	}
+}
+
+func isNumber(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// splitWords splits a rule line at spaces, keeping double-quoted words together (as
+// iptables-save quotes comments) and removing the quotes.
+func splitWords(l string) ([]string, error) {
+	var words []string
+	for i := 0; i < len(l); {
+		switch {
+		case l[i] == ' ' || l[i] == '\t':
+			i++
+		case l[i] == '"':
+			var sb strings.Builder
+			j := i + 1
+			for ; j < len(l) && l[j] != '"'; j++ {
+				if l[j] == '\\' && j+1 < len(l) {
+					j++
+				}
+				sb.WriteByte(l[j])
+			}
+			if j >= len(l) {
+				return nil, fmt.Errorf("unterminated quote in %q", l)
+			}
+			words = append(words, sb.String())
+			i = j + 1
+		default:
+			j := i
+			for j < len(l) && l[j] != ' ' && l[j] != '\t' {
+				j++
+			}
+			words = append(words, l[i:j])
+			i = j
+		}
+	}
+	return words, nil
+}
+
+// Text prints the rule as iptables-restore reads it: "-A CHAIN args".
+func (r Rule) Text() string {
+	var b lineBuf
+	b.start(r.Chain)
+	writeArgs(&b, r.Args)
+	return string(b.buf)
+}
+
+// Write prints a ruleset in iptables-restore form: for each table its chain lines, its
+// rules chain by chain, its -X lines and COMMIT.
+func (rs *Ruleset) Write(w io.Writer) error {
+	b := &lineBuf{out: w}
+	for _, t := range rs.Tables {
+		b.line("*" + t.Name)
+		for _, c := range t.Chains {
+			if c.Declared {
+				b.chainLine(c.Name, c.Policy)
+			}
+		}
+		for _, c := range t.Chains {
+			for _, r := range c.Rules {
+				b.start(r.Chain)
+				writeArgs(b, r.Args)
+				b.end()
+			}
+		}
+		for _, d := range t.Deleted {
+			b.line("-X", d)
+		}
+		b.line("COMMIT")
+	}
+	b.flush()
+	return b.err
+}

@@ -1,0 +1,146 @@
+// Package pipeline runs the stages every svcgen command shares: read the inputs, resolve
+// the cluster, compile the service map of one node. It reads files; the stages it
+// calls do not.
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/model"
+)
+
+// Inputs name what to read.
+type Inputs struct {
+	Files   []string // files, folders or "-" for stdin
+	Config  string   // a KubeProxyConfiguration file (-c)
+	Dialect load.Dialect
+	Stdin   io.Reader
+}
+
+// UsesStdin reports whether an input is "-".
+func (in Inputs) UsesStdin() bool {
+	for _, f := range append(append([]string{}, in.Files...), in.Config) {
+		if f == "-" {
+			return true
+		}
+	}
+	return false
+}
+
+// Settings are the control-plane and compile options.
+type Settings struct {
+	Node          string
+	Mode          compiler.Mode // empty: the configuration's mode, else iptables
+	ServiceCIDRs  []netip.Prefix
+	NodePortRange compiler.PortRange
+	LockFile      string
+	Family        model.IPFamily
+}
+
+// Result is what a run produced.
+type Result struct {
+	Cluster  *model.Cluster
+	Resolved *compiler.Resolved
+	Map      *ir.ServiceMap
+	Mode     compiler.Mode
+	Warnings []*model.Problem
+	// Lock is the lock file's new content; nil when no lock file was asked for.
+	Lock []byte
+}
+
+// ErrInput marks errors in the user's input (exit status 1).
+var ErrInput = errors.New("input error")
+
+// InputError wraps a problem with the inputs.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string   { return e.Err.Error() }
+func (e *InputError) Unwrap() error   { return e.Err }
+func (e *InputError) Is(t error) bool { return t == ErrInput }
+
+// Load reads every input into one cluster.
+func Load(in Inputs) (*model.Cluster, []*model.Problem, error) {
+	l := &load.Loader{Dialect: in.Dialect}
+	files := in.Files
+	if len(files) == 0 {
+		return nil, nil, &InputError{errors.New("no input: give manifests with -f FILE, -f FOLDER or -f - (stdin)")}
+	}
+	for _, f := range files {
+		if err := l.Path(f, in.Stdin); err != nil {
+			return nil, nil, &InputError{err}
+		}
+	}
+	if in.Config != "" {
+		before := len(l.Cluster.Configs)
+		if err := l.Path(in.Config, in.Stdin); err != nil {
+			return nil, nil, &InputError{err}
+		}
+		if len(l.Cluster.Configs) == before && l.Errors.Len() == 0 {
+			return nil, nil, &InputError{fmt.Errorf("%s: no KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) in this file", in.Config)}
+		}
+	}
+	l.Errors.Sort()
+	if err := l.Errors.Err(); err != nil {
+		return nil, nil, &InputError{err}
+	}
+	return &l.Cluster, l.Warnings.List(), nil
+}
+
+// Run loads, resolves and compiles.
+func Run(in Inputs, s Settings) (*Result, error) {
+	cluster, warnings, err := Load(in)
+	if err != nil {
+		return nil, err
+	}
+	var lock *compiler.Lock
+	if s.LockFile != "" {
+		lock, err = readLock(s.LockFile)
+		if err != nil {
+			return nil, &InputError{err}
+		}
+	}
+	resolved, err := compiler.Resolve(cluster, compiler.ResolveOptions{
+		ServiceCIDRs:  s.ServiceCIDRs,
+		NodePortRange: s.NodePortRange,
+		Lock:          lock,
+		MiniK8s:       in.Dialect == load.MiniK8s,
+	})
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	mode := s.Mode
+	if mode == "" && len(cluster.Configs) > 0 {
+		mode = compiler.Mode(cluster.Configs[0].Mode)
+	}
+	if mode == "" {
+		mode = compiler.IPTables
+	}
+	sm, err := compiler.Compile(resolved.Cluster, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, PreferSameTrafficDistribution: true})
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	res := &Result{Cluster: cluster, Resolved: resolved, Map: sm, Mode: mode,
+		Warnings: append(warnings, resolved.Warnings...)}
+	if s.LockFile != "" {
+		res.Lock = resolved.Lock.Marshal()
+	}
+	return res, nil
+}
+
+func readLock(path string) (*compiler.Lock, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // the first run creates it
+	}
+	if err != nil {
+		return nil, err
+	}
+	return compiler.ParseLock(path, data)
+}

@@ -1,0 +1,261 @@
+// Package ir is the backend-neutral service map: for one node and one IP family, every
+// service port with its frontends, its endpoints already sorted into the sets kube-proxy
+// uses, and every decision an emitter needs (which chain internal and external traffic
+// goes to, whether it is rejected or dropped, what gets masqueraded). Emitters turn it
+// into syntax; trace and verify read it as the truth the rules must implement.
+//
+// Order is fixed: services by namespace/name, ports by port name then protocol,
+// endpoints by their "IP:port" string (as upstream sorts them, so 10.0.1.10:80 comes
+// before 10.0.1.2:80).
+package ir
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/svcgen/svcgen/model"
+)
+
+// ServiceMap is the compiled service state of one node for one IP family.
+type ServiceMap struct {
+	Family model.IPFamily
+	Node   Node
+	// MasqueradeBit is the fwmark bit that asks KUBE-POSTROUTING to masquerade.
+	MasqueradeBit int
+	MasqueradeAll bool
+	LocalDetector LocalDetector
+	NodePorts     NodePortAddresses
+	Host          Host
+	// ServiceCIDRs of this family, from ServiceCIDR objects (nftables drops traffic to
+	// addresses inside them that no Service holds).
+	ServiceCIDRs []netip.Prefix
+	// LargeCluster is kube-proxy's large-cluster mode: more than 1000 endpoints in all
+	// (counting every endpoint of the family, ready or not). It drops per-endpoint comments.
+	LargeCluster bool
+	IPVS         IPVS
+	Services     []*Service
+}
+
+// LargeClusterThreshold is upstream's largeClusterEndpointsThreshold.
+const LargeClusterThreshold = 1000
+
+// Node is the node the rules are for.
+type Node struct {
+	Name string
+	// IP is the node's primary address of this family (the Node's InternalIP, or the
+	// config's bindAddress); invalid when unknown. LoadBalancer source ranges that
+	// contain it let the node reach its own load-balancer IPs.
+	IP   netip.Addr
+	Zone string
+	// Addresses are the node's local addresses of this family on every interface,
+	// loopback included, in interface order.
+	Addresses []netip.Prefix
+}
+
+// LocalDetector says how rules tell pod traffic from other traffic.
+type LocalDetector struct {
+	Mode      string       // "" (none), ClusterCIDR, NodeCIDR, BridgeInterface, InterfaceNamePrefix
+	CIDR      netip.Prefix // ClusterCIDR and NodeCIDR
+	Interface string       // BridgeInterface name or InterfaceNamePrefix prefix
+}
+
+// Implemented reports whether there is a detector (kube-proxy's IsImplemented).
+func (d LocalDetector) Implemented() bool { return d.Mode != "" }
+
+// NodePortAddresses says which destination addresses accept NodePort traffic.
+type NodePortAddresses struct {
+	// MatchAll: every local address (nodePortAddresses unset, or covering the family).
+	MatchAll bool
+	// Addresses: the node's addresses inside the configured CIDRs, when !MatchAll.
+	Addresses []netip.Addr
+	// Localhost: NodePorts also answer on 127.0.0.0/8 (IPv4, iptables.localhostNodePorts
+	// and nodePortAddresses allowing loopback).
+	Localhost bool
+}
+
+// Host is what kube-proxy would probe on the node.
+type Host struct {
+	RandomFully  bool
+	NFAcct       bool
+	TCPBeLiberal bool
+}
+
+// IPVS holds the ipvs-mode settings of the configuration.
+type IPVS struct {
+	Scheduler    string
+	StrictARP    bool
+	ExcludeCIDRs []netip.Prefix
+}
+
+// Service groups the ports of one Service.
+type Service struct {
+	Namespace, Name string
+	Ports           []*Port
+}
+
+// Key is "namespace/name".
+func (s *Service) Key() string { return s.Namespace + "/" + s.Name }
+
+// PortName is kube-proxy's ServicePortName.
+type PortName struct {
+	Namespace, Service, Port string
+}
+
+// String is "ns/svc:port", or "ns/svc" for an unnamed port.
+func (n PortName) String() string {
+	if n.Port == "" {
+		return n.Namespace + "/" + n.Service
+	}
+	return n.Namespace + "/" + n.Service + ":" + n.Port
+}
+
+// Port is one service port as kube-proxy sees it, with its decisions made.
+type Port struct {
+	Name     PortName
+	Protocol model.Protocol
+
+	// Frontends.
+	ClusterIP           netip.Addr
+	Port                uint16
+	NodePort            uint16 // 0: none
+	ExternalIPs         []netip.Addr
+	LoadBalancerIPs     []netip.Addr
+	SourceRanges        []netip.Prefix
+	HealthCheckNodePort uint16
+
+	// Policies. ExternalPolicyLocal is only true for externally accessible Services.
+	ExternalPolicyLocal bool
+	InternalPolicyLocal bool
+	// AffinitySeconds is the ClientIP affinity timeout; 0 without affinity.
+	AffinitySeconds int
+
+	// Endpoints are every endpoint of this family for the port, deduplicated and sorted.
+	Endpoints []Endpoint
+	// Cluster and Local index Endpoints: the endpoints Cluster and Local traffic
+	// policy send to (upstream's CategorizeEndpoints); nil when the policy is unused.
+	Cluster []int
+	Local   []int
+	// Reachable indexes the endpoints that get a DNAT target on this node: the union
+	// of Cluster and Local, in Endpoints order.
+	Reachable []int
+	// HasEndpoints: some endpoint anywhere in the cluster can serve the port.
+	HasEndpoints bool
+}
+
+// ExternallyAccessible is the proxier-level notion: a NodePort, a load-balancer IP or
+// an external IP of this family.
+func (p *Port) ExternallyAccessible() bool {
+	return p.NodePort != 0 || len(p.LoadBalancerIPs) > 0 || len(p.ExternalIPs) > 0
+}
+
+// UsesCluster: some traffic follows the Cluster policy (kube-proxy's UsesClusterEndpoints).
+func (p *Port) UsesCluster() bool { return !p.InternalPolicyLocal || p.ExternallyAccessible() }
+
+// UsesLocal: some traffic follows the Local policy (kube-proxy's UsesLocalEndpoints).
+func (p *Port) UsesLocal() bool {
+	return p.InternalPolicyLocal || (p.ExternalPolicyLocal && p.ExternallyAccessible())
+}
+
+// Route is where one class of traffic (to the cluster IP, or to external frontends)
+// goes: to the Cluster or Local endpoint set, or nowhere.
+type Route int
+
+// Routes.
+const (
+	// ToCluster: the Cluster-policy endpoints (KUBE-SVC-, service- chains).
+	ToCluster Route = iota
+	// ToLocal: the node-local endpoints (KUBE-SVL-, local- chains).
+	ToLocal
+	// Reject: the service has no usable endpoint anywhere; clients get an ICMP reject.
+	Reject
+	// Drop: the policy is Local and this node has no usable local endpoint.
+	Drop
+)
+
+func (r Route) String() string {
+	return [...]string{"cluster", "local", "reject", "drop"}[r]
+}
+
+// Internal is where cluster-IP traffic goes.
+func (p *Port) Internal() Route {
+	switch {
+	case !p.HasEndpoints:
+		return Reject
+	case !p.InternalPolicyLocal:
+		return ToCluster
+	case len(p.Local) == 0:
+		return Drop
+	}
+	return ToLocal
+}
+
+// External is where traffic to external IPs, load-balancer IPs and node ports goes once
+// it is not short-circuited (pod and host traffic with a Local policy still reach the
+// Cluster endpoints).
+func (p *Port) External() Route {
+	switch {
+	case !p.HasEndpoints:
+		return Reject
+	case !p.ExternalPolicyLocal:
+		return ToCluster
+	case len(p.Local) == 0:
+		return Drop
+	}
+	return ToLocal
+}
+
+// UsesFirewall: load-balancer traffic passes a source-range check.
+func (p *Port) UsesFirewall() bool {
+	return p.HasEndpoints && len(p.LoadBalancerIPs) > 0 && len(p.SourceRanges) > 0
+}
+
+// FirewallAllowsNode: a source range contains the node's IP, so the node may reach its
+// own load-balancer IPs (which then arrive with the LB IP as source).
+func (p *Port) FirewallAllowsNode(node netip.Addr) bool {
+	if !node.IsValid() {
+		return false
+	}
+	for _, r := range p.SourceRanges {
+		if r.Contains(node) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClusterEndpoints returns the Cluster-policy endpoints.
+func (p *Port) ClusterEndpoints() []Endpoint { return p.pick(p.Cluster) }
+
+// LocalEndpoints returns the Local-policy endpoints.
+func (p *Port) LocalEndpoints() []Endpoint { return p.pick(p.Local) }
+
+// ReachableEndpoints returns the endpoints reachable from this node.
+func (p *Port) ReachableEndpoints() []Endpoint { return p.pick(p.Reachable) }
+
+func (p *Port) pick(idx []int) []Endpoint {
+	out := make([]Endpoint, len(idx))
+	for i, j := range idx {
+		out[i] = p.Endpoints[j]
+	}
+	return out
+}
+
+// Endpoint is one backend of a service port.
+type Endpoint struct {
+	IP          netip.Addr
+	Port        uint16
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	Local       bool // on this node
+	NodeName    string
+	Zone        string
+	ZoneHints   []string
+	NodeHints   []string
+}
+
+// String is "IP:port" ("[IPv6]:port"), the form upstream hashes, sorts and DNATs to.
+func (e Endpoint) String() string {
+	return net.JoinHostPort(e.IP.String(), strconv.Itoa(int(e.Port)))
+}

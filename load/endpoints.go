@@ -1,0 +1,131 @@
+package load
+
+import (
+	"github.com/svcgen/svcgen/model"
+	"go.yaml.in/yaml/v3"
+)
+
+func (l *Loader) endpointSlice(w *walker, n *yaml.Node) {
+	es := &model.EndpointSlice{}
+	var labels map[string]string
+	es.Namespace, es.Name, labels = w.metadata(n, true, model.DNS1123Subdomain)
+	es.Origin = w.origin
+	es.ServiceName = labels[model.LabelServiceName]
+	if es.ServiceName == "" {
+		w.warnf("metadata.labels", "no %s label: the slice belongs to no Service and is passed over", model.LabelServiceName)
+		return
+	}
+	es.AddressType = w.str(n, "addressType")
+	switch es.AddressType {
+	case "IPv4", "IPv6", "FQDN":
+	case "":
+		w.errorf("addressType", "missing (want IPv4, IPv6 or FQDN)")
+	default:
+		w.errorf("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", es.AddressType)
+	}
+	w.seq(n, "", "ports", func(pn *yaml.Node, path string) {
+		es.Ports = append(es.Ports, w.endpointPort(pn, path))
+	})
+	w.seq(n, "", "endpoints", func(en *yaml.Node, path string) {
+		if ep, ok := w.endpoint(en, path, es.AddressType); ok {
+			es.Endpoints = append(es.Endpoints, ep)
+		}
+	})
+	l.Cluster.Slices = append(l.Cluster.Slices, es)
+}
+
+// endpointPort reads a slice or Endpoints port. An absent name stays nil: upstream
+// ignores such ports (the controller always writes name: "" for an unnamed port).
+func (w *walker) endpointPort(pn *yaml.Node, path string) model.EndpointPort {
+	var p model.EndpointPort
+	if pn.Kind != yaml.MappingNode {
+		w.errorf(path, "expected a mapping, got %s", describe(pn))
+		return p
+	}
+	if has(pn, "name") {
+		name := w.strAt(pn, path, "name")
+		if name != "" {
+			w.name(name, join(path, "name"), model.IANASvcName)
+		}
+		p.Name = &name
+	}
+	p.Protocol = w.protocol(pn, path, "protocol")
+	p.Port = w.port(pn, path, "port")
+	return p
+}
+
+func (w *walker) endpoint(en *yaml.Node, path, addressType string) (model.Endpoint, bool) {
+	var ep model.Endpoint
+	if en.Kind != yaml.MappingNode {
+		w.errorf(path, "expected a mapping, got %s", describe(en))
+		return ep, false
+	}
+	for i, a := range w.strList(en, path, "addresses") {
+		if addressType == "FQDN" {
+			continue
+		}
+		ap := index(join(path, "addresses"), i)
+		addr, ok := w.addr(a, ap)
+		if !ok {
+			continue
+		}
+		if string(model.FamilyOf(addr)) != addressType {
+			w.errorf(ap, "%s is not an %s address (the slice's addressType)", addr, addressType)
+			continue
+		}
+		ep.Addresses = append(ep.Addresses, addr)
+	}
+	cond := w.mapping(en, path, "conditions")
+	cp := join(path, "conditions")
+	ep.Ready = w.boolPtr(cond, cp, "ready")
+	ep.Serving = w.boolPtr(cond, cp, "serving")
+	ep.Terminating = w.boolPtr(cond, cp, "terminating")
+	ep.NodeName = w.strAt(en, path, "nodeName")
+	ep.Zone = w.strAt(en, path, "zone")
+	hints := w.mapping(en, path, "hints")
+	hp := join(path, "hints")
+	w.seq(hints, hp, "forZones", func(h *yaml.Node, p string) {
+		ep.ZoneHints = append(ep.ZoneHints, w.strAt(h, p, "name"))
+	})
+	w.seq(hints, hp, "forNodes", func(h *yaml.Node, p string) {
+		ep.NodeHints = append(ep.NodeHints, w.strAt(h, p, "name"))
+	})
+	return ep, true
+}
+
+func (l *Loader) endpoints(w *walker, n *yaml.Node) {
+	e := &model.Endpoints{}
+	e.Namespace, e.Name, _ = w.metadata(n, true, model.DNS1035Label)
+	e.Origin = w.origin
+	w.seq(n, "", "subsets", func(sn *yaml.Node, path string) {
+		var sub model.EndpointsSubset
+		sub.Addresses = w.endpointAddresses(sn, path, "addresses")
+		sub.NotReadyAddresses = w.endpointAddresses(sn, path, "notReadyAddresses")
+		w.seq(sn, path, "ports", func(pn *yaml.Node, pp string) {
+			p := w.endpointPort(pn, pp)
+			if p.Name == nil {
+				// v1 Endpoints ports have a plain name field; absent means unnamed.
+				empty := ""
+				p.Name = &empty
+			}
+			sub.Ports = append(sub.Ports, p)
+		})
+		e.Subsets = append(e.Subsets, sub)
+	})
+	l.Cluster.Endpoints = append(l.Cluster.Endpoints, e)
+}
+
+func (w *walker) endpointAddresses(sn *yaml.Node, path, key string) []model.EndpointAddress {
+	var out []model.EndpointAddress
+	w.seq(sn, path, key, func(an *yaml.Node, p string) {
+		ip := w.strAt(an, p, "ip")
+		if ip == "" {
+			w.errorf(join(p, "ip"), "missing")
+			return
+		}
+		if a, ok := w.addr(ip, join(p, "ip")); ok {
+			out = append(out, model.EndpointAddress{IP: a, NodeName: w.strAt(an, p, "nodeName")})
+		}
+	})
+	return out
+}

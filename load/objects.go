@@ -1,0 +1,262 @@
+package load
+
+import (
+	"strings"
+
+	"github.com/svcgen/svcgen/model"
+	"go.yaml.in/yaml/v3"
+)
+
+func (l *Loader) pod(w *walker, n *yaml.Node) {
+	p := &model.Pod{}
+	p.Namespace, p.Name, p.Labels = w.metadata(n, true, model.DNS1123Subdomain)
+	p.Origin = w.origin
+	meta := get(n, "metadata")
+	p.Terminating = has(meta, "deletionTimestamp")
+	spec := w.mapping(n, "", "spec")
+	p.NodeName = w.strAt(spec, "spec", "nodeName")
+	p.Hostname = w.strAt(spec, "spec", "hostname")
+	w.seq(spec, "spec", "containers", func(cn *yaml.Node, cp string) {
+		w.seq(cn, cp, "ports", func(pn *yaml.Node, pp string) {
+			cport := model.ContainerPort{
+				Name:          w.strAt(pn, pp, "name"),
+				ContainerPort: w.port(pn, pp, "containerPort"),
+				Protocol:      w.protocol(pn, pp, "protocol"),
+			}
+			if cport.Name != "" {
+				w.name(cport.Name, join(pp, "name"), model.IANASvcName)
+			}
+			p.Ports = append(p.Ports, cport)
+		})
+	})
+	w.podStatus(p, n)
+	l.Cluster.Pods = append(l.Cluster.Pods, p)
+}
+
+func (w *walker) podStatus(p *model.Pod, n *yaml.Node) {
+	status := w.mapping(n, "", "status")
+	p.Phase = w.strAt(status, "status", "phase")
+	var ips []string
+	w.seq(status, "status", "podIPs", func(in *yaml.Node, path string) {
+		ips = append(ips, w.strAt(in, path, "ip"))
+	})
+	single := w.strAt(status, "status", "podIP")
+	if len(ips) == 0 && single != "" {
+		ips = []string{single}
+	}
+	for i, ip := range ips {
+		if a, ok := w.addr(ip, index("status.podIPs", i)); ok {
+			p.PodIPs = append(p.PodIPs, a)
+		}
+	}
+	w.seq(status, "status", "conditions", func(cn *yaml.Node, path string) {
+		if w.strAt(cn, path, "type") == "Ready" {
+			p.Ready = w.strAt(cn, path, "status") == "True"
+		}
+	})
+}
+
+func (l *Loader) node(w *walker, n *yaml.Node) {
+	nd := &model.Node{}
+	_, nd.Name, nd.Labels = w.metadata(n, false, model.DNS1123Subdomain)
+	nd.Origin = w.origin
+	spec := w.mapping(n, "", "spec")
+	cidrs := w.strList(spec, "spec", "podCIDRs")
+	if len(cidrs) == 0 {
+		if c := w.strAt(spec, "spec", "podCIDR"); c != "" {
+			cidrs = []string{c}
+		}
+	}
+	for i, c := range cidrs {
+		if p, ok := w.prefix(c, index("spec.podCIDRs", i)); ok {
+			nd.PodCIDRs = append(nd.PodCIDRs, p.Masked())
+		}
+	}
+	status := w.mapping(n, "", "status")
+	w.seq(status, "status", "addresses", func(an *yaml.Node, path string) {
+		t := w.strAt(an, path, "type")
+		if t != "InternalIP" && t != "ExternalIP" {
+			return // Hostname, InternalDNS, ExternalDNS carry no IP
+		}
+		if a, ok := w.addr(w.strAt(an, path, "address"), join(path, "address")); ok {
+			nd.Addresses = append(nd.Addresses, model.NodeAddress{Type: t, Address: a})
+		}
+	})
+	l.Cluster.Nodes = append(l.Cluster.Nodes, nd)
+}
+
+func (l *Loader) serviceCIDR(w *walker, n *yaml.Node) {
+	sc := &model.ServiceCIDR{}
+	_, sc.Name, _ = w.metadata(n, false, model.DNS1123Subdomain)
+	sc.Origin = w.origin
+	spec := w.mapping(n, "", "spec")
+	for i, c := range w.strList(spec, "spec", "cidrs") {
+		p, ok := w.prefix(c, index("spec.cidrs", i))
+		if !ok {
+			continue
+		}
+		if p != p.Masked() {
+			w.errorf(index("spec.cidrs", i), "%q has host bits set (did you mean %s?)", c, p.Masked())
+			continue
+		}
+		sc.CIDRs = append(sc.CIDRs, p)
+	}
+	if len(sc.CIDRs) == 0 && len(l.Errors.List()) == 0 {
+		w.errorf("spec.cidrs", "missing")
+	}
+	l.Cluster.ServiceCIDRs = append(l.Cluster.ServiceCIDRs, sc)
+}
+
+func (l *Loader) config(w *walker, n *yaml.Node) {
+	c := &model.Config{Origin: w.origin}
+	c.Mode = w.str(n, "mode")
+	switch c.Mode {
+	case "", "iptables", "ipvs", "nftables":
+	default:
+		w.errorf("mode", "unknown proxy mode %q (want iptables, ipvs or nftables)", c.Mode)
+	}
+	c.HostnameOverride = w.str(n, "hostnameOverride")
+	if b := w.str(n, "bindAddress"); b != "" {
+		c.BindAddress, _ = w.addr(b, "bindAddress")
+	}
+	for i, s := range strings.Split(w.str(n, "clusterCIDR"), ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if p, ok := w.prefix(s, "clusterCIDR"); ok {
+			c.ClusterCIDRs = append(c.ClusterCIDRs, p.Masked())
+		}
+		if i > 1 {
+			w.errorf("clusterCIDR", "at most two CIDRs (one per family)")
+		}
+	}
+	w.detectLocal(c, n)
+	w.nodePortAddresses(c, n)
+	w.proxyModes(c, n)
+	c.FeatureGates = w.featureGates(n)
+	l.Cluster.Configs = append(l.Cluster.Configs, c)
+}
+
+func (w *walker) detectLocal(c *model.Config, n *yaml.Node) {
+	c.DetectLocalMode = w.str(n, "detectLocalMode")
+	switch c.DetectLocalMode {
+	case "", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix":
+	default:
+		w.errorf("detectLocalMode", "unknown mode %q (want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix)", c.DetectLocalMode)
+	}
+	dl := w.mapping(n, "", "detectLocal")
+	c.BridgeInterface = w.strAt(dl, "detectLocal", "bridgeInterface")
+	c.InterfaceNamePrefix = w.strAt(dl, "detectLocal", "interfaceNamePrefix")
+	check := func(v, path string, needed bool) {
+		if v == "" && !needed {
+			return
+		}
+		if err := model.CheckInterfaceName(v); err != nil {
+			w.errorf(path, "%v", err)
+		}
+	}
+	check(c.BridgeInterface, "detectLocal.bridgeInterface", c.DetectLocalMode == "BridgeInterface")
+	check(c.InterfaceNamePrefix, "detectLocal.interfaceNamePrefix", c.DetectLocalMode == "InterfaceNamePrefix")
+}
+
+func (w *walker) nodePortAddresses(c *model.Config, n *yaml.Node) {
+	for i, s := range w.strList(n, "", "nodePortAddresses") {
+		if s == "primary" {
+			c.NodePortPrimary = true
+			continue
+		}
+		if p, ok := w.prefix(s, index("nodePortAddresses", i)); ok {
+			c.NodePortAddresses = append(c.NodePortAddresses, p.Masked())
+		}
+	}
+	if c.NodePortPrimary && len(c.NodePortAddresses) > 0 {
+		w.errorf("nodePortAddresses", "\"primary\" cannot be combined with CIDRs")
+	}
+}
+
+// masqueradeBit reads a masqueradeBit, which must be 0-31.
+func (w *walker) masqueradeBit(parent *yaml.Node, path string) *int32 {
+	v, ok := w.integer(parent, path, "masqueradeBit", 0, 31)
+	if !ok {
+		return nil
+	}
+	b := int32(v)
+	return &b
+}
+
+func (w *walker) proxyModes(c *model.Config, n *yaml.Node) {
+	ipt := w.mapping(n, "", "iptables")
+	c.IPTables.MasqueradeAll, _ = w.boolean(ipt, "iptables", "masqueradeAll")
+	c.IPTables.MasqueradeBit = w.masqueradeBit(ipt, "iptables")
+	c.IPTables.LocalhostNodePorts = w.boolPtr(ipt, "iptables", "localhostNodePorts")
+	c.IPTables.SyncPeriod = w.strAt(ipt, "iptables", "syncPeriod")
+	c.IPTables.MinSyncPeriod = w.strAt(ipt, "iptables", "minSyncPeriod")
+
+	nft := w.mapping(n, "", "nftables")
+	c.NFTables.MasqueradeAll, _ = w.boolean(nft, "nftables", "masqueradeAll")
+	c.NFTables.MasqueradeBit = w.masqueradeBit(nft, "nftables")
+	c.NFTables.SyncPeriod = w.strAt(nft, "nftables", "syncPeriod")
+	c.NFTables.MinSyncPeriod = w.strAt(nft, "nftables", "minSyncPeriod")
+
+	ipvs := w.mapping(n, "", "ipvs")
+	c.IPVS.Scheduler = w.strAt(ipvs, "ipvs", "scheduler")
+	c.IPVS.StrictARP, _ = w.boolean(ipvs, "ipvs", "strictARP")
+	for i, s := range w.strList(ipvs, "ipvs", "excludeCIDRs") {
+		if p, ok := w.prefix(s, index("ipvs.excludeCIDRs", i)); ok {
+			c.IPVS.ExcludeCIDRs = append(c.IPVS.ExcludeCIDRs, p.Masked())
+		}
+	}
+	c.IPVS.TCPTimeout = w.strAt(ipvs, "ipvs", "tcpTimeout")
+	c.IPVS.TCPFinTimeout = w.strAt(ipvs, "ipvs", "tcpFinTimeout")
+	c.IPVS.UDPTimeout = w.strAt(ipvs, "ipvs", "udpTimeout")
+	c.IPVS.SyncPeriod = w.strAt(ipvs, "ipvs", "syncPeriod")
+	c.IPVS.MinSyncPeriod = w.strAt(ipvs, "ipvs", "minSyncPeriod")
+}
+
+func (w *walker) featureGates(n *yaml.Node) map[string]bool {
+	fg := w.mapping(n, "", "featureGates")
+	if fg == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := 0; i+1 < len(fg.Content); i += 2 {
+		key := fg.Content[i].Value
+		if v, ok := w.boolean(fg, "featureGates", key); ok {
+			out[key] = v
+		}
+	}
+	return out
+}
+
+func (l *Loader) environment(w *walker, n *yaml.Node) {
+	e := &model.NodeEnvironment{Origin: w.origin, RandomFully: true}
+	_, e.Node, _ = w.metadata(n, false, model.DNS1123Subdomain)
+	switch f := w.str(n, "ipFamily"); f {
+	case "", "IPv4":
+		e.IPFamily = model.IPv4
+	case "IPv6":
+		e.IPFamily = model.IPv6
+	default:
+		w.errorf("ipFamily", "unknown IP family %q (want IPv4 or IPv6)", f)
+	}
+	ipt := w.mapping(n, "", "iptables")
+	if v, ok := w.boolean(ipt, "iptables", "randomFully"); ok {
+		e.RandomFully = v
+	}
+	e.NFAcct, _ = w.boolean(ipt, "iptables", "nfacct")
+	ct := w.mapping(n, "", "conntrack")
+	e.TCPBeLiberal, _ = w.boolean(ct, "conntrack", "tcpBeLiberal")
+	w.seq(n, "", "interfaces", func(in *yaml.Node, path string) {
+		itf := model.Interface{Name: w.strAt(in, path, "name")}
+		for i, a := range w.strList(in, path, "addresses") {
+			if p, ok := w.prefix(a, index(join(path, "addresses"), i)); ok {
+				itf.Addresses = append(itf.Addresses, p)
+			}
+		}
+		e.Interfaces = append(e.Interfaces, itf)
+	})
+	if e.Interfaces == nil && has(n, "interfaces") {
+		e.Interfaces = []model.Interface{}
+	}
+	l.Cluster.Environments = append(l.Cluster.Environments, e)
+}

@@ -1,0 +1,264 @@
+package load
+
+import (
+	"strings"
+
+	"github.com/svcgen/svcgen/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// defaultAffinityTimeout is the API server's default for
+// sessionAffinityConfig.clientIP.timeoutSeconds.
+const defaultAffinityTimeout = 10800
+
+// metadata reads metadata.name/namespace/labels. Namespaced objects default to the
+// "default" namespace, as kubectl apply does.
+func (w *walker) metadata(n *yaml.Node, namespaced bool, nameRule model.NameRule) (ns, name string, labels map[string]string) {
+	meta := w.mapping(n, "", "metadata")
+	name = w.strAt(meta, "metadata", "name")
+	if name == "" {
+		w.errorf("metadata.name", "missing")
+	} else {
+		w.name(name, "metadata.name", nameRule)
+	}
+	if namespaced {
+		ns = w.strAt(meta, "metadata", "namespace")
+		if ns == "" {
+			ns = "default"
+			w.origin.Namespace = ns
+		} else {
+			w.name(ns, "metadata.namespace", model.DNS1123Label)
+		}
+	}
+	labels = w.stringMap(meta, "metadata", "labels")
+	return ns, name, labels
+}
+
+func (l *Loader) service(w *walker, n *yaml.Node) {
+	s := &model.Service{}
+	s.Namespace, s.Name, s.Labels = w.metadata(n, true, model.DNS1035Label)
+	s.Origin = w.origin
+	spec := w.mapping(n, "", "spec")
+	if spec == nil {
+		w.errorf("spec", "missing")
+		return
+	}
+	w.serviceType(s, spec)
+	w.clusterIPs(s, spec)
+	w.selector(s, spec)
+	w.servicePorts(s, spec)
+	w.externalIPs(s, spec)
+	w.policies(s, spec)
+	w.affinity(s, spec)
+	s.ExternalName = w.strAt(spec, "spec", "externalName")
+	s.AllocateLoadBalancerNodePorts = w.boolPtr(spec, "spec", "allocateLoadBalancerNodePorts")
+	s.PublishNotReadyAddresses, _ = w.boolean(spec, "spec", "publishNotReadyAddresses")
+	s.TrafficDistribution = w.strAt(spec, "spec", "trafficDistribution")
+	w.loadBalancerStatus(s, n)
+	l.Cluster.Services = append(l.Cluster.Services, s)
+}
+
+func (w *walker) serviceType(s *model.Service, spec *yaml.Node) {
+	t := model.ServiceType(w.strAt(spec, "spec", "type"))
+	switch t {
+	case "", model.TypeClusterIP, model.TypeNodePort, model.TypeLoadBalancer, model.TypeExternalName:
+		s.Type = t
+	default:
+		w.errorf("spec.type", "unknown Service type %q (want ClusterIP, NodePort, LoadBalancer or ExternalName)", string(t))
+	}
+}
+
+func (w *walker) clusterIPs(s *model.Service, spec *yaml.Node) {
+	single := w.strAt(spec, "spec", "clusterIP")
+	list := w.strList(spec, "spec", "clusterIPs")
+	if single == "None" || (single == "" && len(list) > 0 && list[0] == "None") {
+		s.Headless = true
+		return
+	}
+	if single != "" && len(list) > 0 && list[0] != single {
+		w.errorf("spec.clusterIPs[0]", "%q must equal spec.clusterIP %q", list[0], single)
+	}
+	if len(list) == 0 && single != "" {
+		list = []string{single}
+	}
+	for i, ip := range list {
+		if a, ok := w.addr(ip, index("spec.clusterIPs", i)); ok {
+			s.ClusterIPs = append(s.ClusterIPs, a)
+		}
+	}
+	if len(s.ClusterIPs) == 2 && model.FamilyOf(s.ClusterIPs[0]) == model.FamilyOf(s.ClusterIPs[1]) {
+		w.errorf("spec.clusterIPs", "two addresses of one family; dual-stack Services have one IPv4 and one IPv6 address")
+	}
+	if len(s.ClusterIPs) > 2 {
+		w.errorf("spec.clusterIPs", "at most two addresses (one per family)")
+	}
+	for i, f := range w.strList(spec, "spec", "ipFamilies") {
+		switch model.IPFamily(f) {
+		case model.IPv4, model.IPv6:
+			s.IPFamilies = append(s.IPFamilies, model.IPFamily(f))
+		default:
+			w.errorf(index("spec.ipFamilies", i), "unknown IP family %q (want IPv4 or IPv6)", f)
+		}
+	}
+}
+
+func (w *walker) selector(s *model.Service, spec *yaml.Node) {
+	sel := get(spec, "selector")
+	if isNull(sel) {
+		return
+	}
+	if ml := get(sel, "matchLabels"); ml != nil && ml.Kind == yaml.MappingNode {
+		if w.dialect != MiniK8s {
+			w.errorf("spec.selector.matchLabels", "a Service selector is a plain label map; matchLabels is the minik8s dialect (use --dialect minik8s)")
+			return
+		}
+		s.Selector = w.stringMap(sel, "spec.selector", "matchLabels")
+		if s.Selector == nil {
+			s.Selector = map[string]string{}
+		}
+		return
+	}
+	s.Selector = w.stringMap(spec, "spec", "selector")
+	if s.Selector == nil {
+		s.Selector = map[string]string{}
+	}
+}
+
+func (w *walker) servicePorts(s *model.Service, spec *yaml.Node) {
+	w.seq(spec, "spec", "ports", func(pn *yaml.Node, path string) {
+		if pn.Kind != yaml.MappingNode {
+			w.errorf(path, "expected a mapping, got %s", describe(pn))
+			return
+		}
+		p := model.ServicePort{
+			Name:        w.strAt(pn, path, "name"),
+			Protocol:    w.protocol(pn, path, "protocol"),
+			Port:        w.port(pn, path, "port"),
+			NodePort:    w.port(pn, path, "nodePort"),
+			AppProtocol: w.strAt(pn, path, "appProtocol"),
+		}
+		if p.Name != "" {
+			w.name(p.Name, join(path, "name"), model.IANASvcName)
+		}
+		p.TargetPort = w.targetPort(pn, path)
+		if p.Port == 0 && !has(pn, "port") {
+			w.defaultPort(&p, path)
+		}
+		if p.TargetPort.IsZero() {
+			p.TargetPort.Int = p.Port
+		}
+		s.Ports = append(s.Ports, p)
+	})
+}
+
+// defaultPort handles a port without `port`: an error for Kubernetes manifests; the
+// minik8s dialect falls back to the node port, then to a numeric targetPort.
+func (w *walker) defaultPort(p *model.ServicePort, path string) {
+	if w.dialect != MiniK8s {
+		w.errorf(join(path, "port"), "missing")
+		return
+	}
+	switch {
+	case p.NodePort != 0:
+		p.Port = p.NodePort
+	case p.TargetPort.Int != 0:
+		p.Port = p.TargetPort.Int
+	default:
+		w.errorf(join(path, "port"), "missing, and neither nodePort nor a numeric targetPort can stand in for it")
+		return
+	}
+	w.warnf(join(path, "port"), "missing; using %d (minik8s dialect)", p.Port)
+}
+
+func (w *walker) targetPort(pn *yaml.Node, path string) model.IntOrString {
+	n := get(pn, "targetPort")
+	if isNull(n) {
+		return model.IntOrString{}
+	}
+	p := join(path, "targetPort")
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
+		return model.IntOrString{Int: w.port(pn, path, "targetPort")}
+	}
+	s, ok := w.strItem(n, p)
+	if !ok {
+		return model.IntOrString{}
+	}
+	if !w.name(s, p, model.IANASvcName) {
+		return model.IntOrString{}
+	}
+	return model.IntOrString{Str: s}
+}
+
+func (w *walker) externalIPs(s *model.Service, spec *yaml.Node) {
+	for i, ip := range w.strList(spec, "spec", "externalIPs") {
+		p := index("spec.externalIPs", i)
+		if strings.Contains(ip, "/") {
+			w.errorf(p, "%q is a CIDR; external IPs are single addresses", ip)
+			continue
+		}
+		if a, ok := w.addr(ip, p); ok {
+			s.ExternalIPs = append(s.ExternalIPs, a)
+		}
+	}
+	for i, r := range w.strList(spec, "spec", "loadBalancerSourceRanges") {
+		// kube-proxy trims the ranges (" 203.0.113.0/25" is accepted).
+		if p, ok := w.prefix(strings.TrimSpace(r), index("spec.loadBalancerSourceRanges", i)); ok {
+			s.LoadBalancerSourceRanges = append(s.LoadBalancerSourceRanges, p.Masked())
+		}
+	}
+}
+
+func (w *walker) policies(s *model.Service, spec *yaml.Node) {
+	read := func(key string) model.TrafficPolicy {
+		v := model.TrafficPolicy(w.strAt(spec, "spec", key))
+		switch v {
+		case "", model.PolicyCluster, model.PolicyLocal:
+			return v
+		}
+		w.errorf("spec."+key, "unknown traffic policy %q (want Cluster or Local)", string(v))
+		return ""
+	}
+	s.ExternalTrafficPolicy = read("externalTrafficPolicy")
+	s.InternalTrafficPolicy = read("internalTrafficPolicy")
+	v, _ := w.integer(spec, "spec", "healthCheckNodePort", 1, 65535)
+	s.HealthCheckNodePort = int32(v)
+}
+
+func (w *walker) affinity(s *model.Service, spec *yaml.Node) {
+	switch a := w.strAt(spec, "spec", "sessionAffinity"); a {
+	case "", "None":
+	case "ClientIP":
+		s.SessionAffinityClientIP = true
+	default:
+		w.errorf("spec.sessionAffinity", "unknown session affinity %q (want None or ClientIP)", a)
+	}
+	cfg := w.mapping(spec, "spec", "sessionAffinityConfig")
+	ip := w.mapping(cfg, "spec.sessionAffinityConfig", "clientIP")
+	t, ok := w.integer(ip, "spec.sessionAffinityConfig.clientIP", "timeoutSeconds", 1, 86400)
+	if !ok {
+		t = defaultAffinityTimeout
+	}
+	if s.SessionAffinityClientIP {
+		s.AffinityTimeoutSeconds = int32(t)
+	}
+}
+
+func (w *walker) loadBalancerStatus(s *model.Service, n *yaml.Node) {
+	status := w.mapping(n, "", "status")
+	lb := w.mapping(status, "status", "loadBalancer")
+	w.seq(lb, "status.loadBalancer", "ingress", func(in *yaml.Node, path string) {
+		ing := model.LoadBalancerIngress{
+			Hostname: w.strAt(in, path, "hostname"),
+			IPMode:   w.strAt(in, path, "ipMode"),
+		}
+		switch ing.IPMode {
+		case "", "VIP", "Proxy":
+		default:
+			w.errorf(join(path, "ipMode"), "unknown ipMode %q (want VIP or Proxy)", ing.IPMode)
+		}
+		if ip := w.strAt(in, path, "ip"); ip != "" {
+			ing.IP, _ = w.addr(ip, join(path, "ip"))
+		}
+		s.LoadBalancerIngress = append(s.LoadBalancerIngress, ing)
+	})
+}

@@ -1,0 +1,85 @@
+package model
+
+import "net/netip"
+
+// Config is the part of a kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration that
+// shapes rules. Fields mean what they mean to kube-proxy; pointers are fields whose
+// default is not the zero value.
+type Config struct {
+	Origin
+	Mode             string
+	HostnameOverride string
+	BindAddress      netip.Addr
+	// ClusterCIDRs is clusterCIDR split at commas (one per family at most).
+	ClusterCIDRs        []netip.Prefix
+	DetectLocalMode     string // ClusterCIDR (default), NodeCIDR, BridgeInterface, InterfaceNamePrefix
+	BridgeInterface     string
+	InterfaceNamePrefix string
+	// NodePortAddresses are CIDRs; NodePortPrimary is the special value "primary".
+	NodePortAddresses []netip.Prefix
+	NodePortPrimary   bool
+	IPTables          IPTablesConfig
+	IPVS              IPVSConfig
+	NFTables          NFTablesConfig
+	FeatureGates      map[string]bool
+}
+
+// IPTablesConfig is the iptables section.
+type IPTablesConfig struct {
+	MasqueradeAll      bool
+	MasqueradeBit      *int32
+	LocalhostNodePorts *bool
+	SyncPeriod         string
+	MinSyncPeriod      string
+}
+
+// IPVSConfig is the ipvs section.
+type IPVSConfig struct {
+	Scheduler     string
+	StrictARP     bool
+	ExcludeCIDRs  []netip.Prefix
+	TCPTimeout    string
+	TCPFinTimeout string
+	UDPTimeout    string
+	SyncPeriod    string
+	MinSyncPeriod string
+}
+
+// NFTablesConfig is the nftables section.
+type NFTablesConfig struct {
+	MasqueradeAll bool
+	MasqueradeBit *int32
+	SyncPeriod    string
+	MinSyncPeriod string
+}
+
+// Interface is a network interface of a node with its addresses.
+type Interface struct {
+	Name      string
+	Addresses []netip.Prefix
+}
+
+// NodeEnvironment (svcgen/v1alpha1) is what kube-proxy would probe on the node at run
+// time: the IP family of this compile, what the iptables binary and kernel support, and
+// the node's interface addresses (for nodePortAddresses).
+type NodeEnvironment struct {
+	Origin
+	Node         string
+	IPFamily     IPFamily
+	RandomFully  bool // default true
+	NFAcct       bool // default false
+	TCPBeLiberal bool
+	Interfaces   []Interface // nil: the Node's InternalIPs only
+}
+
+// Cluster is everything read from the inputs.
+type Cluster struct {
+	Services     []*Service
+	Slices       []*EndpointSlice
+	Endpoints    []*Endpoints
+	Pods         []*Pod
+	Nodes        []*Node
+	ServiceCIDRs []*ServiceCIDR
+	Configs      []*Config
+	Environments []*NodeEnvironment
+}
