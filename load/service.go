@@ -15,12 +15,6 @@ const defaultAffinityTimeout = 10800
 // "default" namespace, as kubectl apply does.
 func (w *walker) metadata(n *yaml.Node, namespaced bool, nameRule model.NameRule) (ns, name string, labels map[string]string) {
 	meta := w.mapping(n, "", "metadata")
-	name = w.strAt(meta, "metadata", "name")
-	if name == "" {
-		w.errorf("metadata.name", "missing")
-	} else {
-		w.name(name, "metadata.name", nameRule)
-	}
 	if namespaced {
 		ns = w.strAt(meta, "metadata", "namespace")
 		if ns == "" {
@@ -30,6 +24,12 @@ func (w *walker) metadata(n *yaml.Node, namespaced bool, nameRule model.NameRule
 			w.name(ns, "metadata.namespace", model.DNS1123Label)
 		}
 	}
+	name = w.strAt(meta, "metadata", "name")
+	if name == "" {
+		w.errorf("metadata.name", "missing")
+	} else {
+		w.name(name, "metadata.name", nameRule)
+	}
 	labels = w.stringMap(meta, "metadata", "labels")
 	return ns, name, labels
 }
@@ -38,9 +38,12 @@ func (l *Loader) service(w *walker, n *yaml.Node) {
 	s := &model.Service{}
 	s.Namespace, s.Name, s.Labels = w.metadata(n, true, model.DNS1035Label)
 	s.Origin = w.origin
+	if !has(n, "spec") {
+		w.errorf("spec", "missing")
+		return
+	}
 	spec := w.mapping(n, "", "spec")
 	if spec == nil {
-		w.errorf("spec", "missing")
 		return
 	}
 	w.serviceType(s, spec)

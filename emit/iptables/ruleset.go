@@ -60,6 +60,17 @@ func (t *Table) Chain(name string) *Chain {
 	return t.index[name]
 }
 
+// Reindex makes a ruleset built by hand (not by Parse) answer Table.Chain.
+func Reindex(rs *Ruleset) *Ruleset {
+	for _, t := range rs.Tables {
+		t.index = make(map[string]*Chain, len(t.Chains))
+		for _, c := range t.Chains {
+			t.index[c.Name] = c
+		}
+	}
+	return rs
+}
+
 // chain returns the named chain, adding it if it is new.
 func (t *Table) chain(name string) *Chain {
 	if c := t.index[name]; c != nil {

@@ -42,6 +42,8 @@ type Settings struct {
 	NodePortRange compiler.PortRange
 	LockFile      string
 	Family        model.IPFamily
+	// NoAllocate: see compiler.ResolveOptions (kube-proxy's own test inputs).
+	NoAllocate bool
 }
 
 // Result is what a run produced.
@@ -99,6 +101,12 @@ func Run(in Inputs, s Settings) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Compile(cluster, warnings, in.Dialect == load.MiniK8s, s)
+}
+
+// Compile resolves and compiles a loaded cluster.
+func Compile(cluster *model.Cluster, warnings []*model.Problem, miniK8s bool, s Settings) (*Result, error) {
+	var err error
 	var lock *compiler.Lock
 	if s.LockFile != "" {
 		lock, err = readLock(s.LockFile)
@@ -110,7 +118,8 @@ func Run(in Inputs, s Settings) (*Result, error) {
 		ServiceCIDRs:  s.ServiceCIDRs,
 		NodePortRange: s.NodePortRange,
 		Lock:          lock,
-		MiniK8s:       in.Dialect == load.MiniK8s,
+		NoAllocate:    s.NoAllocate,
+		MiniK8s:       miniK8s,
 	})
 	if err != nil {
 		return nil, &InputError{err}

@@ -1,0 +1,227 @@
+package compiler
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/model"
+)
+
+func cluster(t *testing.T, docs ...string) *model.Cluster {
+	t.Helper()
+	l := &load.Loader{}
+	l.Bytes("in.yaml", []byte(strings.Join(docs, "\n---\n")))
+	if err := l.Errors.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return &l.Cluster
+}
+
+func svc(name, spec string) string {
+	return "apiVersion: v1\nkind: Service\nmetadata: {name: " + name + ", namespace: ns}\nspec:\n" + spec
+}
+
+func resolveErr(t *testing.T, c *model.Cluster, want string) {
+	t.Helper()
+	_, err := Resolve(c, ResolveOptions{})
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v; want it to contain %q", err, want)
+	}
+}
+
+func TestConflicts(t *testing.T) {
+	resolveErr(t, cluster(t, svc("a", "  ports: [{port: 80}]"), svc("a", "  ports: [{port: 81}]")),
+		"in.yaml: document 2 (Service ns/a): metadata.name: Service ns/a is defined twice (first in in.yaml: document 1 (Service ns/a))")
+	resolveErr(t, cluster(t, svc("a", "  clusterIP: 10.96.0.10\n  ports: [{port: 80}]"), svc("b", "  clusterIP: 10.96.0.10\n  ports: [{port: 81}]")),
+		"(Service ns/b): spec.clusterIPs[0]: 10.96.0.10 is already the ClusterIP of Service ns/a")
+	resolveErr(t, cluster(t, svc("a", "  type: NodePort\n  ports: [{port: 80, nodePort: 30080}]"), svc("b", "  type: NodePort\n  ports: [{port: 81, nodePort: 30080}]")),
+		"(Service ns/b): spec.ports[0].nodePort: node port 30080 is already used by Service ns/a")
+	resolveErr(t, cluster(t, svc("a", "  type: NodePort\n  ports: [{port: 80, nodePort: 29998}]")),
+		"spec.ports[0].nodePort: 29998 is outside the node port range 30000-32767")
+	resolveErr(t, cluster(t, svc("a", "  ports: [{port: 80}, {port: 81}]")),
+		"spec.ports[1].name: missing: every port needs a name when a Service has more than one")
+}
+
+func TestAllocationIsStableAndDistinct(t *testing.T) {
+	var docs []string
+	for _, n := range []string{"a", "b", "c", "d"} {
+		docs = append(docs, svc(n, "  type: NodePort\n  ports: [{port: 80}]"))
+	}
+	r1, err := Resolve(cluster(t, docs...), ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seenIP, seenPort := map[netip.Addr]bool{}, map[int32]bool{}
+	for _, s := range r1.Cluster.Services {
+		ip, port := s.ClusterIPs[0], s.Ports[0].NodePort
+		if !DefaultServiceCIDR.Contains(ip) || ip == netip.MustParseAddr("10.96.0.0") || ip == netip.MustParseAddr("10.96.0.1") || ip == netip.MustParseAddr("10.111.255.255") {
+			t.Errorf("%s got %s", s.Key(), ip)
+		}
+		if port < 30000 || port > 32767 || seenPort[port] || seenIP[ip] {
+			t.Errorf("%s got %s/%d, reused or out of range", s.Key(), ip, port)
+		}
+		seenIP[ip], seenPort[port] = true, true
+	}
+	// Adding a Service moves none of the others.
+	r2, err := Resolve(cluster(t, append(docs, svc("aa", "  type: NodePort\n  ports: [{port: 80}]"))...), ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range r1.Cluster.Services {
+		for _, s2 := range r2.Cluster.Services {
+			if s2.Key() == s.Key() && (s2.ClusterIPs[0] != s.ClusterIPs[0] || s2.Ports[0].NodePort != s.Ports[0].NodePort) {
+				t.Errorf("%s moved from %v to %v", s.Key(), s.ClusterIPs, s2.ClusterIPs)
+			}
+		}
+	}
+}
+
+func TestLockKeepsAllocations(t *testing.T) {
+	lock, err := ParseLock("svcgen.lock", []byte("apiVersion: svcgen/v1alpha1\nkind: Lock\nservices:\n  ns/a:\n    clusterIPs: [10.96.7.7]\n    nodePorts: {/TCP: 31234}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Resolve(cluster(t, svc("a", "  type: NodePort\n  ports: [{port: 80}]")), ResolveOptions{Lock: lock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Cluster.Services[0]
+	if s.ClusterIPs[0] != netip.MustParseAddr("10.96.7.7") || s.Ports[0].NodePort != 31234 {
+		t.Errorf("lock ignored: %v %d", s.ClusterIPs, s.Ports[0].NodePort)
+	}
+	again, err := ParseLock("new", r.Lock.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.Services["ns/a"]; got.ClusterIPs[0] != s.ClusterIPs[0] || got.NodePorts["/TCP"] != 31234 {
+		t.Errorf("lock round trip: %+v", got)
+	}
+	// A locked address another Service now claims is not handed out twice.
+	r, err = Resolve(cluster(t, svc("a", "  ports: [{port: 80}]"), svc("b", "  clusterIP: 10.96.7.7\n  ports: [{port: 80}]")), ResolveOptions{Lock: lock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cluster.Services[0].ClusterIPs[0] == netip.MustParseAddr("10.96.7.7") {
+		t.Error("ns/a kept a locked address that ns/b holds")
+	}
+}
+
+const pods = `apiVersion: v1
+kind: Pod
+metadata: {name: p1, namespace: ns, labels: {app: web}}
+spec:
+  nodeName: node1
+  containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]
+status: {podIP: 10.1.0.1, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p2, namespace: ns, labels: {app: web}}
+spec:
+  nodeName: node2
+  containers: [{name: c, ports: [{name: http, containerPort: 9090}]}]
+status: {podIP: 10.1.0.2, conditions: [{type: Ready, status: "False"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p3, namespace: ns, labels: {app: web}, deletionTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  nodeName: node1
+  containers: [{name: c, ports: [{name: other, containerPort: 7070}]}]
+status: {podIP: 10.1.0.3, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p4, namespace: other, labels: {app: web}}
+spec:
+  containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]
+status: {podIP: 10.1.0.4, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node1, labels: {topology.kubernetes.io/zone: z1}}
+status: {addresses: [{type: InternalIP, address: 192.168.0.1}]}`
+
+func compileCluster(t *testing.T, c *model.Cluster) *ir.ServiceMap {
+	t.Helper()
+	r, err := Resolve(c, ResolveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm, err := Compile(r.Cluster, Options{Node: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sm
+}
+
+func TestEndpointsFromPods(t *testing.T) {
+	sm := compileCluster(t, cluster(t, pods, svc("web", "  selector: {app: web}\n  ports:\n  - {name: http, port: 80, targetPort: http}\n  - {name: raw, port: 81, targetPort: 7070}")))
+	ports := sm.Services[0].Ports
+	var http, raw *ir.Port
+	for _, p := range ports {
+		if p.Name.Port == "http" {
+			http = p
+		} else {
+			raw = p
+		}
+	}
+	// p3 has no port named http: it is no endpoint of that port. p4 is in another namespace.
+	if got := endpointStrings(http.Endpoints); got != "10.1.0.1:8080 10.1.0.2:9090" {
+		t.Errorf("http endpoints = %s", got)
+	}
+	if e := http.Endpoints[0]; !e.Ready || !e.Local || e.Zone != "z1" {
+		t.Errorf("p1 = %+v", e)
+	}
+	if e := http.Endpoints[1]; e.Ready || e.Serving || e.Local {
+		t.Errorf("p2 (not ready) = %+v", e)
+	}
+	if got := endpointStrings(raw.Endpoints); got != "10.1.0.1:7070 10.1.0.2:7070 10.1.0.3:7070" {
+		t.Errorf("raw endpoints = %s", got)
+	}
+	if e := raw.Endpoints[2]; e.Ready || !e.Serving || !e.Terminating {
+		t.Errorf("p3 (terminating) = %+v", e)
+	}
+	if got := endpointStrings(http.ClusterEndpoints()); got != "10.1.0.1:8080" {
+		t.Errorf("only the ready pod serves: %s", got)
+	}
+}
+
+func endpointStrings(eps []ir.Endpoint) string {
+	var s []string
+	for _, e := range eps {
+		s = append(s, e.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func TestTerminatingFallbackAndPolicies(t *testing.T) {
+	slice := `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: ns, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: "", port: 80}]
+endpoints:
+- {addresses: [10.0.0.2], nodeName: node1, conditions: {ready: false, serving: true, terminating: true}}
+- {addresses: [10.0.0.10], nodeName: node2, conditions: {ready: false, serving: true, terminating: true}}
+- {addresses: [10.0.0.3], nodeName: node2, conditions: {ready: false, serving: false, terminating: true}}`
+	node := "apiVersion: v1\nkind: Node\nmetadata: {name: node1}\n"
+	sm := compileCluster(t, cluster(t, slice, node, svc("web", "  clusterIP: 10.96.0.5\n  type: NodePort\n  externalTrafficPolicy: Local\n  ports: [{port: 80, nodePort: 30001}]")))
+	p := sm.Services[0].Ports[0]
+	// Sorted as strings: 10.0.0.10 before 10.0.0.2.
+	if got := endpointStrings(p.Endpoints); got != "10.0.0.10:80 10.0.0.2:80 10.0.0.3:80" {
+		t.Errorf("order = %s", got)
+	}
+	if got := endpointStrings(p.ClusterEndpoints()); got != "10.0.0.10:80 10.0.0.2:80" {
+		t.Errorf("cluster fallback = %s", got)
+	}
+	if got := endpointStrings(p.LocalEndpoints()); got != "10.0.0.2:80" {
+		t.Errorf("local fallback = %s", got)
+	}
+	if p.Internal() != ir.ToCluster || p.External() != ir.ToLocal || !p.HasEndpoints {
+		t.Errorf("routes %v %v", p.Internal(), p.External())
+	}
+}

@@ -1,0 +1,217 @@
+// Package golden runs the golden cases of this folder; see README.md.
+package golden
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/diff"
+	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/upstreamtest"
+	"github.com/svcgen/svcgen/load"
+)
+
+var update = flag.Bool("update", false, "rewrite svcgen's expected files (read the diff before committing it)")
+
+// goldenCase is one folder with an input.yaml.
+type goldenCase struct {
+	dir      string
+	upstream string // the README's "upstream:" line, empty for svcgen's own cases
+	chain    []string
+}
+
+func findCases(t *testing.T) []goldenCase {
+	var cases []goldenCase
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "input.yaml" {
+			return err
+		}
+		c := goldenCase{dir: filepath.Dir(p)}
+		readme, _ := os.ReadFile(filepath.Join(c.dir, "README"))
+		for _, line := range strings.Split(string(readme), "\n") {
+			if v, ok := strings.CutPrefix(line, "upstream:"); ok && c.upstream == "" {
+				c.upstream = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(line, "chain:"); ok {
+				c.chain = strings.Fields(v)
+			}
+		}
+		cases = append(cases, c)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(cases, func(i, j int) bool { return cases[i].dir < cases[j].dir })
+	return cases
+}
+
+func TestGolden(t *testing.T) {
+	cases := findCases(t)
+	if len(cases) == 0 {
+		t.Fatal("no golden cases found")
+	}
+	for _, c := range cases {
+		t.Run(c.dir, func(t *testing.T) { runCase(t, c) })
+	}
+}
+
+func runCase(t *testing.T, c goldenCase) {
+	res := compileCase(t, c, false)
+	opts := iptables.Options{Format: iptables.NoFlush}
+	if prev := previousStep(t, c); prev != nil {
+		opts.Previous = prev
+	}
+	got := emit(t, res, opts)
+	compareFile(t, filepath.Join(c.dir, "iptables.rules"), got)
+
+	if again := emit(t, compileCase(t, c, true), opts); !bytes.Equal(again, got) {
+		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
+	}
+	if exp, err := os.ReadFile(filepath.Join(c.dir, "upstream.iptables")); err == nil {
+		compareUpstream(t, c, got, exp)
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "flows.yaml")); err == nil {
+		runFlows(t, c, res)
+	}
+}
+
+// previousStep: step N of a multi-step case runs against step N-1's complete payload.
+func previousStep(t *testing.T, c goldenCase) *iptables.Ruleset {
+	base := filepath.Base(c.dir)
+	n, ok := strings.CutPrefix(base, "step-")
+	if !ok || n == "01" {
+		return nil
+	}
+	var num int
+	for _, ch := range n {
+		num = num*10 + int(ch-'0')
+	}
+	prevDir := filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1))
+	prevCase := goldenCase{dir: prevDir, upstream: c.upstream}
+	full := emit(t, compileCase(t, prevCase, false), iptables.Options{Format: iptables.NoFlush})
+	rs, err := iptables.ParseBytes(prevDir, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func twoDigits(n int) string {
+	if n < 10 {
+		return "0" + string(rune('0'+n))
+	}
+	return string(rune('0'+n/10)) + string(rune('0'+n%10))
+}
+
+// compileCase loads input.yaml and config.yaml (documents reversed when asked) and
+// compiles. Upstream cases are resolved without allocation: kube-proxy's tests feed
+// objects that never passed an API server.
+func compileCase(t *testing.T, c goldenCase, reverse bool) *pipeline.Result {
+	t.Helper()
+	l := &load.Loader{}
+	for _, name := range []string{"input.yaml", "config.yaml"} {
+		data, err := os.ReadFile(filepath.Join(c.dir, name))
+		if err != nil {
+			if name == "config.yaml" {
+				continue
+			}
+			t.Fatal(err)
+		}
+		docs := splitDocuments(data)
+		if reverse {
+			for i, j := 0, len(docs)-1; i < j; i, j = i+1, j-1 {
+				docs[i], docs[j] = docs[j], docs[i]
+			}
+		}
+		for _, d := range docs {
+			l.Bytes(name, d)
+		}
+	}
+	if err := l.Errors.Err(); err != nil {
+		t.Fatalf("loading: %v", err)
+	}
+	res, err := pipeline.Compile(&l.Cluster, l.Warnings.List(), false, pipeline.Settings{NoAllocate: c.upstream != ""})
+	if err != nil {
+		t.Fatalf("compiling: %v", err)
+	}
+	return res
+}
+
+func splitDocuments(data []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range bytes.Split(data, []byte("\n---\n")) {
+		if len(bytes.TrimSpace(d)) > 0 {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+func emit(t *testing.T, res *pipeline.Result, opts iptables.Options) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := iptables.Write(&b, res.Map, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// compareFile compares with a golden file, or rewrites it under -update.
+func compareFile(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./golden -update to create it, then read it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./golden -update rewrites it):\n%s", path, lineDiff("want", want, "got", got))
+	}
+}
+
+// compareUpstream compares with upstream's expected text as upstream does: both sides
+// sorted by its sortIPTablesRules, then byte for byte. Upstream's fake proxier
+// hard-codes the mark as 0x4000 where kube-proxy on a node writes 0x00004000.
+func compareUpstream(t *testing.T, c goldenCase, got, exp []byte) {
+	t.Helper()
+	ours := strings.ReplaceAll(string(got), "0x00004000", "0x4000")
+	if len(c.chain) == 2 {
+		a, err1 := upstreamtest.ChainRules(ours, c.chain[0], c.chain[1])
+		b, err2 := upstreamtest.ChainRules(string(exp), c.chain[0], c.chain[1])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("chain %v: ours: %v; upstream: %v", c.chain, err1, err2)
+		}
+		if strings.Join(a, "\n") != strings.Join(b, "\n") {
+			t.Errorf("chain %v differs from upstream (%s):\n%s", c.chain, c.upstream,
+				lineDiff("upstream", []byte(strings.Join(b, "\n")+"\n"), "svcgen", []byte(strings.Join(a, "\n")+"\n")))
+		}
+		return
+	}
+	a, err := upstreamtest.SortIPTablesRules(ours)
+	if err != nil {
+		t.Fatalf("sorting ours: %v", err)
+	}
+	b, err := upstreamtest.SortIPTablesRules(string(exp))
+	if err != nil {
+		t.Fatalf("sorting upstream.iptables: %v", err)
+	}
+	if a != b {
+		t.Errorf("differs from upstream (%s), both sorted as upstream sorts:\n%s", c.upstream, lineDiff("upstream", []byte(b), "svcgen", []byte(a)))
+	}
+}
+
+func lineDiff(aName string, a []byte, bName string, b []byte) string {
+	return string(diff.Diff(aName, a, bName, b))
+}

@@ -1,0 +1,324 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/svcgen/svcgen/emit/iptables"
+)
+
+// IPTables traces packets through an iptables ruleset (svcgen output or iptables-save).
+// A payload without built-in chains (kube-proxy's --noflush input) gets kube-proxy's
+// jump rules into its chains, as a node that runs kube-proxy has them.
+type IPTables struct {
+	rs   *iptables.Ruleset
+	host Host
+	spec map[*iptables.Rule]*iptables.Spec
+}
+
+// NewIPTables prepares a ruleset for tracing; every rule must be understood.
+func NewIPTables(rs *iptables.Ruleset, host Host) (*IPTables, error) {
+	t := &IPTables{rs: addJumps(rs), host: host, spec: map[*iptables.Rule]*iptables.Spec{}}
+	for _, tb := range t.rs.Tables {
+		for _, c := range tb.Chains {
+			for i := range c.Rules {
+				r := &c.Rules[i]
+				s, err := iptables.ParseSpec(r.Args)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %v", r.Text(), err)
+				}
+				t.spec[r] = s
+			}
+		}
+	}
+	return t, nil
+}
+
+// addJumps returns the ruleset with kube-proxy's jump rules in built-in chains that are
+// missing.
+func addJumps(rs *iptables.Ruleset) *iptables.Ruleset {
+	out := &iptables.Ruleset{}
+	for _, t := range rs.Tables {
+		nt := &iptables.Table{Name: t.Name, Deleted: t.Deleted}
+		have := map[string]bool{}
+		for _, c := range t.Chains {
+			have[c.Name] = true
+		}
+		for _, j := range iptables.JumpRules(t.Name) {
+			if !have[j.Chain] {
+				nt.Chains = append(nt.Chains, &iptables.Chain{Name: j.Chain, Policy: "ACCEPT"})
+				have[j.Chain] = true
+			}
+		}
+		for _, c := range nt.Chains {
+			for _, j := range iptables.JumpRules(t.Name) {
+				if j.Chain == c.Name {
+					c.Rules = append(c.Rules, j)
+				}
+			}
+		}
+		nt.Chains = append(nt.Chains, t.Chains...)
+		out.Tables = append(out.Tables, nt)
+	}
+	return iptables.Reindex(out)
+}
+
+// state is one branch of a packet on its way.
+type state struct {
+	pkt      Packet
+	mark     uint32
+	dnat     string // "IP:port" once DNATed
+	masq     bool
+	affinity bool
+	prob     *big.Rat
+	path     []Step
+}
+
+func (s state) fork(p *big.Rat) state {
+	s.prob = new(big.Rat).Mul(s.prob, p)
+	s.path = append([]Step(nil), s.path...)
+	return s
+}
+
+// walkResult is how a chain walk ended for one branch.
+type walkResult struct {
+	st      state
+	verdict string // "" = fell off the end or RETURN; else ACCEPT, DROP or REJECT
+	policy  bool   // the verdict is the built-in chain's policy, not a rule's
+}
+
+// Trace follows a packet through the hooks netfilter runs for it: from another host or
+// a pod, nat PREROUTING then filter INPUT (to a local address) or FORWARD, then nat
+// POSTROUTING; from the node itself, nat OUTPUT, filter OUTPUT, nat POSTROUTING.
+func (t *IPTables) Trace(p Packet) (*Result, error) {
+	st := state{pkt: p, prob: big.NewRat(1, 1)}
+	local := t.host.IsLocal(p.Src)
+	first := "PREROUTING"
+	if local {
+		first = "OUTPUT"
+	}
+	natOut, err := t.hook("nat", first, st)
+	if err != nil {
+		return nil, err
+	}
+	var outs []Outcome
+	for _, n := range natOut {
+		o, err := t.afterNat(n, local)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, o)
+	}
+	return &Result{Packet: p, Outcomes: merge(outs)}, nil
+}
+
+// afterNat runs the filter hooks and POSTROUTING for one branch.
+func (t *IPTables) afterNat(n walkResult, local bool) (Outcome, error) {
+	st := n.st
+	hooks := []string{"FORWARD"}
+	switch {
+	case local && t.host.IsLocal(st.pkt.Dst):
+		hooks = []string{"OUTPUT", "INPUT"}
+	case local:
+		hooks = []string{"OUTPUT"}
+	case t.host.IsLocal(st.pkt.Dst):
+		hooks = []string{"INPUT"}
+	}
+	verdict := None
+	for _, h := range hooks {
+		res, err := t.hook("filter", h, st)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if len(res) != 1 {
+			return Outcome{}, fmt.Errorf("filter %s splits the packet; only nat chains may use -m statistic", h)
+		}
+		st = res[0].st
+		if v := res[0].verdict; v == "DROP" || v == "REJECT" {
+			return outcome(st, Verdict(v)), nil
+		} else if v == "ACCEPT" && !res[0].policy {
+			verdict = Accept
+		}
+	}
+	if n.verdict == "DROP" || n.verdict == "REJECT" {
+		return outcome(st, Verdict(n.verdict)), nil
+	}
+	if !(local && t.host.IsLocal(st.pkt.Dst)) || st.dnat != "" {
+		post, err := t.hook("nat", "POSTROUTING", st)
+		if err != nil {
+			return Outcome{}, err
+		}
+		st = post[0].st
+	}
+	if st.dnat != "" {
+		verdict = DNAT
+	}
+	return outcome(st, verdict), nil
+}
+
+func outcome(st state, v Verdict) Outcome {
+	return Outcome{Verdict: v, Endpoint: st.dnat, Probability: st.prob, Masquerade: st.masq, Affinity: st.affinity, Path: st.path}
+}
+
+// hook runs a built-in chain; its policy applies when no rule decides.
+func (t *IPTables) hook(table, chain string, st state) ([]walkResult, error) {
+	tb := t.rs.Table(table)
+	if tb == nil || tb.Chain(chain) == nil {
+		return []walkResult{{st: st, verdict: "ACCEPT"}}, nil
+	}
+	res, err := t.walk(tb, tb.Chain(chain), st, 0)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res {
+		if res[i].verdict == "" || res[i].verdict == "RETURN" {
+			res[i].verdict, res[i].policy = tb.Chain(chain).Policy, true
+			if res[i].verdict == "-" {
+				res[i].verdict = "ACCEPT"
+			}
+		}
+	}
+	return res, nil
+}
+
+const maxDepth = 64
+
+// walk runs the rules of one chain, forking at -m statistic.
+func (t *IPTables) walk(tb *iptables.Table, c *iptables.Chain, st state, depth int) ([]walkResult, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("chain %s: jumps nest deeper than %d (a loop?)", c.Name, maxDepth)
+	}
+	var done []walkResult
+	live := []state{st}
+	for i := range c.Rules {
+		r := &c.Rules[i]
+		spec := t.spec[r]
+		var next []state
+		for _, s := range live {
+			m, err := t.matches(spec, s)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", r.Text(), err)
+			}
+			if m.p.Sign() == 0 {
+				next = append(next, s)
+				continue
+			}
+			if m.p.Cmp(big.NewRat(1, 1)) < 0 {
+				next = append(next, s.fork(new(big.Rat).Sub(big.NewRat(1, 1), m.p)))
+			}
+			hit := s.fork(m.p)
+			hit.affinity = hit.affinity || m.setsAffinity
+			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: r.Text()})
+			results, err := t.apply(tb, spec, hit, depth)
+			if err != nil {
+				return nil, err
+			}
+			for _, res := range results {
+				if res.verdict == "" {
+					next = append(next, res.st)
+				} else {
+					done = append(done, res)
+				}
+			}
+		}
+		live = next
+	}
+	for _, s := range live {
+		done = append(done, walkResult{st: s})
+	}
+	return done, nil
+}
+
+// apply runs a matched rule's target. A result with an empty verdict continues with the
+// next rule.
+func (t *IPTables) apply(tb *iptables.Table, s *iptables.Spec, st state, depth int) ([]walkResult, error) {
+	switch s.Target {
+	case "":
+		return []walkResult{{st: st}}, nil
+	case "ACCEPT", "DROP", "REJECT":
+		return []walkResult{{st: st, verdict: s.Target}}, nil
+	case "RETURN":
+		return []walkResult{{st: st, verdict: "RETURN"}}, nil
+	case "MARK":
+		return []walkResult{{st: setMark(st, s)}}, nil
+	case "DNAT":
+		return dnat(st, s)
+	case "MASQUERADE", "SNAT":
+		st.masq = true
+		return []walkResult{{st: st, verdict: "ACCEPT"}}, nil
+	case "LOG", "NFLOG", "TRACE", "CT", "CONNMARK":
+		return []walkResult{{st: st}}, nil
+	}
+	target := tb.Chain(s.Target)
+	if target == nil {
+		return nil, fmt.Errorf("jump to %s, which does not exist", s.Target)
+	}
+	res, err := t.walk(tb, target, st, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	for i := range res {
+		if res[i].verdict == "RETURN" {
+			res[i].verdict = ""
+		}
+		if s.Goto && res[i].verdict == "" {
+			res[i].verdict = "RETURN"
+		}
+	}
+	return res, nil
+}
+
+func dnat(st state, s *iptables.Spec) ([]walkResult, error) {
+	o, _ := s.TargetOpt("to-destination")
+	to := o.Value()
+	host, port, err := net.SplitHostPort(to)
+	if err != nil {
+		host, port = strings.Trim(to, "[]"), strconv.Itoa(int(st.pkt.DPort))
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil, fmt.Errorf("DNAT to %q", to)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("DNAT to %q", to)
+	}
+	st.pkt.Dst, st.pkt.DPort = a, uint16(n)
+	st.dnat = net.JoinHostPort(a.String(), port)
+	return []walkResult{{st: st, verdict: "ACCEPT"}}, nil
+}
+
+func setMark(st state, s *iptables.Spec) state {
+	for _, o := range s.TargetOpts {
+		v, m := parseMark(o.Value())
+		switch o.Name {
+		case "or-mark":
+			st.mark |= v
+		case "xor-mark":
+			st.mark ^= v
+		case "and-mark":
+			st.mark &= v
+		case "set-mark":
+			st.mark = st.mark&^m | v
+		case "set-xmark":
+			st.mark = st.mark&^m ^ v
+		}
+	}
+	return st
+}
+
+func parseMark(v string) (value, mask uint32) {
+	val, m, has := strings.Cut(v, "/")
+	n, _ := strconv.ParseUint(val, 0, 32)
+	mask = math.MaxUint32
+	if has {
+		mm, _ := strconv.ParseUint(m, 0, 32)
+		mask = uint32(mm)
+	}
+	return uint32(n), mask
+}
