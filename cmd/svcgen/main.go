@@ -97,7 +97,7 @@ iptables-restore input, an nft -f script, or an ipvs setup script.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(newCompile(stdin, stdout, stderr))
+	root.AddCommand(newCompile(stdin, stdout, stderr), newGen(stdout))
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }
