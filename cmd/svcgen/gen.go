@@ -41,4 +41,3 @@ give the same bytes.`,
 	fl.StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	return cmd
 }
-
