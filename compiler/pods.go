@@ -115,6 +115,7 @@ func (r *resolver) slicesFromPods(s *model.Service, nodes map[string]*model.Node
 		groups[k] = append(groups[k], pe)
 	}
 	sort.Strings(keys)
+	r.warnUnresolvedPorts(s, groups)
 	var out []*model.EndpointSlice
 	for gi, k := range keys {
 		for _, fam := range []model.IPFamily{model.IPv4, model.IPv6} {
@@ -188,4 +189,22 @@ func targetPortOn(sp model.ServicePort, pod *model.Pod) int32 {
 		}
 	}
 	return 0
+}
+
+// warnUnresolvedPorts warns about a named targetPort that none of the selected pods
+// defines: the port then has no endpoints.
+func (r *resolver) warnUnresolvedPorts(s *model.Service, groups map[string][]podEndpoint) {
+	if len(groups) == 0 {
+		return
+	}
+	for i, sp := range s.Ports {
+		found := false
+		for _, g := range groups {
+			found = found || g[0].ports[i] != 0
+		}
+		if !found {
+			r.warns.Add(s.Origin, fmt.Sprintf("spec.ports[%d].targetPort", i),
+				"no pod the Service selects has a %s container port named %q, so this port has no endpoints", sp.Protocol, sp.TargetPort.Str)
+		}
+	}
 }

@@ -20,7 +20,7 @@ type builder struct {
 func slicesByService(slices []*model.EndpointSlice, family model.IPFamily) map[string][]*model.EndpointSlice {
 	out := map[string][]*model.EndpointSlice{}
 	for _, es := range slices {
-		if es.AddressType != string(family) {
+		if es.AddressType != string(family) || es.Headless {
 			continue
 		}
 		key := es.Namespace + "/" + es.ServiceName

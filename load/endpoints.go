@@ -11,6 +11,7 @@ func (l *Loader) endpointSlice(w *walker, n *yaml.Node) {
 	es.Namespace, es.Name, labels = w.metadata(n, true, model.DNS1123Subdomain)
 	es.Origin = w.origin
 	es.ServiceName = labels[model.LabelServiceName]
+	_, es.Headless = labels[model.LabelHeadless]
 	if es.ServiceName == "" {
 		w.warnf("metadata.labels", "no %s label: the slice belongs to no Service and is passed over", model.LabelServiceName)
 		return

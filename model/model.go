@@ -219,6 +219,9 @@ type EndpointSlice struct {
 	Ports           []EndpointPort
 	Endpoints       []Endpoint
 	Generated       string
+	// Headless: labelled service.kubernetes.io/headless, which kube-proxy's informer
+	// filters out.
+	Headless bool
 }
 
 // EndpointAddress is an address of a v1 Endpoints subset.
