@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/load"
+)
+
+// step is a cluster state: the examples with some documents changed.
+type step struct {
+	name  string
+	extra string // manifests added to the examples
+	drop  string // a Service (namespace/name) left out
+}
+
+var partialSteps = []step{
+	{name: "examples"},
+	{name: "new service", extra: svcWithEndpoints("extra", "198.19.1.1", "198.18.1.31", "198.18.2.32")},
+	{name: "endpoint removed", extra: svcWithEndpoints("extra", "198.19.1.1", "198.18.1.31")},
+	{name: "endpoint changed", extra: svcWithEndpoints("extra", "198.19.1.1", "198.18.1.33")},
+	{name: "service deleted"},
+	{name: "node port service deleted", drop: "default/hello-service2"},
+	{name: "back to examples"},
+}
+
+func svcWithEndpoints(name, clusterIP string, ips ...string) string {
+	var eps strings.Builder
+	for _, ip := range ips {
+		fmt.Fprintf(&eps, "- {addresses: [%s], nodeName: node1}\n", ip)
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata: {name: %[1]s, namespace: default}
+spec:
+  clusterIP: %[2]s
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: %[1]s-1, namespace: default, labels: {kubernetes.io/service-name: %[1]s}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+%[3]s`, name, clusterIP, eps.String())
+}
+
+func compileStep(t *testing.T, s step, opts iptables.Options) []byte {
+	t.Helper()
+	l := &load.Loader{}
+	for _, p := range []string{"../examples"} {
+		if err := l.Path(p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.extra != "" {
+		l.Bytes("extra.yaml", []byte(s.extra))
+	}
+	if s.drop != "" {
+		kept := l.Cluster.Services[:0]
+		for _, svc := range l.Cluster.Services {
+			if svc.Key() != s.drop {
+				kept = append(kept, svc)
+			}
+		}
+		l.Cluster.Services = kept
+	}
+	if err := l.Errors.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := iptables.Write(&b, res.Map, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestPartialRestoreMatchesFullLoad: after each change, the previous state plus the
+// partial restore (kube-proxy's shape and --minimal) leaves the node exactly as a
+// fresh full load of the new state does, as iptables-save reports it. Rules from another
+// tool in the same tables survive.
+func TestPartialRestoreMatchesFullLoad(t *testing.T) {
+	l := newLab(t)
+	node, fresh := l.ns("node"), l.ns("fresh")
+	other := []byte("*nat\n:OTHER-TOOL - [0:0]\n-A OTHER-TOOL -d 198.18.9.9/32 -j RETURN\n-A PREROUTING -j OTHER-TOOL\nCOMMIT\n")
+	if err := l.feed(node, other, "iptables-restore", "--noflush"); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range partialSteps {
+		full := compileStep(t, s, iptables.Options{Format: iptables.NoFlush})
+		if i == 0 {
+			mustRestore(t, l, node, full)
+			continue
+		}
+		// The node's state before this step, to start each variant from it.
+		saved := []byte(l.in(node, "iptables-save"))
+		prev, err := iptables.ParseBytes("iptables-save", saved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.feed(fresh, full, "iptables-restore"); err != nil {
+			t.Fatal(err)
+		}
+		mustRestore(t, l, fresh, other)
+		want := saveOf(t, l, fresh)
+		for _, minimal := range []bool{false, true} {
+			if err := l.feed(node, saved, "iptables-restore"); err != nil {
+				t.Fatal(err)
+			}
+			partial := compileStep(t, s, iptables.Options{Format: iptables.NoFlush, Previous: prev, Minimal: minimal})
+			mustRestore(t, l, node, partial)
+			if got := saveOf(t, l, node); got != want {
+				t.Errorf("step %q (minimal=%v): partial restore leaves\n%s\nwant\n%s\npartial was:\n%s", s.name, minimal, got, want, partial)
+			}
+			if minimal && bytes.Contains(partial, []byte(":KUBE-POSTROUTING")) {
+				t.Errorf("step %q: --minimal rewrote KUBE-POSTROUTING, which never changes", s.name)
+			}
+		}
+	}
+}
+
+func mustRestore(t *testing.T, l *lab, ns string, data []byte) {
+	t.Helper()
+	if err := l.feed(ns, data, "iptables-restore", "--noflush"); err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+}
+
+// saveOf is the node's nat and filter state as canonical rule keys, chain by chain.
+func saveOf(t *testing.T, l *lab, ns string) string {
+	t.Helper()
+	rs, err := iptables.ParseBytes("iptables-save", []byte(l.in(ns, "iptables-save")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, tb := range rs.Tables {
+		if tb.Name != "nat" && tb.Name != "filter" {
+			continue
+		}
+		for _, c := range tb.Chains {
+			lines = append(lines, fmt.Sprintf("%s :%s", tb.Name, c.Name))
+			for i, r := range c.Rules {
+				lines = append(lines, fmt.Sprintf("%s %s %03d %s", tb.Name, c.Name, i, iptables.RuleKey(r.Args)))
+			}
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
