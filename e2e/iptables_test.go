@@ -193,4 +193,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-

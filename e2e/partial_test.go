@@ -157,4 +157,3 @@ func saveOf(t *testing.T, l *lab, ns string) string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
-
