@@ -49,18 +49,20 @@ func addJumps(rs *iptables.Ruleset) *iptables.Ruleset {
 		for _, c := range t.Chains {
 			have[c.Name] = true
 		}
+		// Jumps into chains the ruleset has, in built-in chains it lacks.
+		added := map[string]*iptables.Chain{}
 		for _, j := range iptables.JumpRules(t.Name) {
-			if !have[j.Chain] {
-				nt.Chains = append(nt.Chains, &iptables.Chain{Name: j.Chain, Policy: "ACCEPT"})
-				have[j.Chain] = true
+			target := j.Args[len(j.Args)-1]
+			if have[j.Chain] || !have[target] {
+				continue
 			}
-		}
-		for _, c := range nt.Chains {
-			for _, j := range iptables.JumpRules(t.Name) {
-				if j.Chain == c.Name {
-					c.Rules = append(c.Rules, j)
-				}
+			c := added[j.Chain]
+			if c == nil {
+				c = &iptables.Chain{Name: j.Chain, Policy: "ACCEPT"}
+				added[j.Chain] = c
+				nt.Chains = append(nt.Chains, c)
 			}
+			c.Rules = append(c.Rules, j)
 		}
 		nt.Chains = append(nt.Chains, t.Chains...)
 		out.Tables = append(out.Tables, nt)
@@ -74,6 +76,7 @@ type state struct {
 	mark     uint32
 	dnat     string // "IP:port" once DNATed
 	masq     bool
+	marked   bool
 	affinity bool
 	prob     *big.Rat
 	path     []Step
@@ -120,6 +123,7 @@ func (t *IPTables) Trace(p Packet) (*Result, error) {
 // afterNat runs the filter hooks and POSTROUTING for one branch.
 func (t *IPTables) afterNat(n walkResult, local bool) (Outcome, error) {
 	st := n.st
+	st.marked = st.mark != 0
 	hooks := []string{"FORWARD"}
 	switch {
 	case local && t.host.IsLocal(st.pkt.Dst):
@@ -162,7 +166,7 @@ func (t *IPTables) afterNat(n walkResult, local bool) (Outcome, error) {
 }
 
 func outcome(st state, v Verdict) Outcome {
-	return Outcome{Verdict: v, Endpoint: st.dnat, Probability: st.prob, Masquerade: st.masq, Affinity: st.affinity, Path: st.path}
+	return Outcome{Verdict: v, Endpoint: st.dnat, Probability: st.prob, Masquerade: st.masq, Marked: st.marked, Affinity: st.affinity, Path: st.path}
 }
 
 // hook runs a built-in chain; its policy applies when no rule decides.

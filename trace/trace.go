@@ -68,6 +68,9 @@ type Outcome struct {
 	Endpoint    string   // "IP:port" after DNAT
 	Probability *big.Rat // of this outcome
 	Masquerade  bool
+	// Marked: the nat rules set a mark (kube-proxy's masquerade mark), whether or not
+	// the packet got as far as POSTROUTING.
+	Marked bool
 	// Affinity: the endpoint is remembered for the client (ClientIP session affinity).
 	Affinity bool
 	Path     []Step
@@ -121,7 +124,7 @@ func merge(outs []Outcome) []Outcome {
 	var merged []Outcome
 	index := map[string]int{}
 	for _, o := range outs {
-		key := fmt.Sprintf("%s|%s|%v|%v", o.Verdict, o.Endpoint, o.Masquerade, o.Affinity)
+		key := fmt.Sprintf("%s|%s|%v|%v|%v", o.Verdict, o.Endpoint, o.Masquerade, o.Marked, o.Affinity)
 		if i, ok := index[key]; ok {
 			merged[i].Probability = new(big.Rat).Add(merged[i].Probability, o.Probability)
 			continue
