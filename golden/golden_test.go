@@ -24,6 +24,8 @@ type goldenCase struct {
 	dir      string
 	upstream string // the README's "upstream:" line, empty for svcgen's own cases
 	chain    []string
+	// fullSync: a step that kube-proxy ran as a full sync ("sync: full" in the README).
+	fullSync bool
 }
 
 func findCases(t *testing.T) []goldenCase {
@@ -40,6 +42,9 @@ func findCases(t *testing.T) []goldenCase {
 			}
 			if v, ok := strings.CutPrefix(line, "chain:"); ok {
 				c.chain = strings.Fields(v)
+			}
+			if strings.TrimSpace(line) == "sync: full" {
+				c.fullSync = true
 			}
 		}
 		cases = append(cases, c)
@@ -66,7 +71,7 @@ func runCase(t *testing.T, c goldenCase) {
 	res := compileCase(t, c, false)
 	opts := iptables.Options{Format: iptables.NoFlush}
 	if prev := previousStep(t, c); prev != nil {
-		opts.Previous = prev
+		opts.Previous, opts.FullSync = prev, c.fullSync
 	}
 	got := emit(t, res, opts)
 	compareFile(t, filepath.Join(c.dir, "iptables.rules"), got)

@@ -54,11 +54,12 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
 	}
-	n, err := strconv.Atoi(bits)
-	if err != nil || n < 0 || n > a.BitLen() || (len(bits) > 1 && bits[0] == '0') {
+	// Like the address, the length is read as decimal even with leading zeros ("/025").
+	n, err := strconv.ParseUint(bits, 10, 8)
+	if err != nil || len(bits) > 3 || int(n) > a.BitLen() {
 		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (bad prefix length)", s)
 	}
-	return netip.PrefixFrom(a, n), nil
+	return netip.PrefixFrom(a, int(n)), nil
 }
 
 // ParseProtocol accepts TCP, UDP and SCTP. The minik8s dialect also accepts lower case.

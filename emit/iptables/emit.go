@@ -57,6 +57,9 @@ type Options struct {
 	Previous *Ruleset
 	// Minimal (with Previous) also leaves out fixed chains whose rules did not change.
 	Minimal bool
+	// FullSync (with Previous) rewrites every service's chains, as kube-proxy's full
+	// sync does, while still deleting the chains no Service uses any more.
+	FullSync bool
 }
 
 // Fixed chains kube-proxy declares on every sync, in its order.

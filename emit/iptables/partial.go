@@ -44,7 +44,7 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 			e.chainDecls(pp, &scratchDecls)
 			e.chainRules(pp, &scratchRules)
 		}
-		if !sameChains(prevNat, &scratchDecls, &scratchRules) {
+		if opts.FullSync || !sameChains(prevNat, &scratchDecls, &scratchRules) {
 			svcDecls.append(&scratchDecls)
 			svcRules.append(&scratchRules)
 		}
