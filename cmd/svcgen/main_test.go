@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,6 +26,14 @@ func TestScripts(t *testing.T) {
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("SEEDS", seeds)
 			return nil
+		},
+		// [seeds]: the course-project manifests are beside the repository.
+		Condition: func(cond string) (bool, error) {
+			if cond != "seeds" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			_, err := os.Stat(seeds)
+			return err == nil, nil
 		},
 	})
 }
