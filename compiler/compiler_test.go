@@ -225,3 +225,17 @@ endpoints:
 		t.Errorf("routes %v %v", p.Internal(), p.External())
 	}
 }
+
+// Services another proxy handles (label service.kubernetes.io/service-proxy-name),
+// headless and ExternalName Services get no rules; the API server still allocates for
+// the first.
+func TestUnproxiedServices(t *testing.T) {
+	sm := compileCluster(t, cluster(t,
+		"apiVersion: v1\nkind: Service\nmetadata: {name: other, namespace: ns, labels: {service.kubernetes.io/service-proxy-name: cilium}}\nspec: {ports: [{port: 80}]}",
+		svc("headless", "  clusterIP: None\n  ports: [{port: 80}]"),
+		svc("ext", "  type: ExternalName\n  externalName: example.com"),
+		svc("plain", "  ports: [{port: 80}]")))
+	if len(sm.Services) != 1 || sm.Services[0].Name != "plain" {
+		t.Errorf("services = %v", sm.Services)
+	}
+}
