@@ -10,6 +10,7 @@
 package ir
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -35,6 +36,13 @@ type ServiceMap struct {
 	LargeCluster bool
 	IPVS         IPVS
 	Services     []*Service
+}
+
+// MasqueradeMark is the mark as kube-proxy writes it in every mode:
+// fmt.Sprintf("%#08x", 1<<bit), so bit 14 is "0x00004000" (upstream's unit tests
+// hard-code "0x4000"; the kernel holds the same value).
+func (sm *ServiceMap) MasqueradeMark() string {
+	return fmt.Sprintf("%#08x", uint32(1)<<uint(sm.MasqueradeBit))
 }
 
 // LargeClusterThreshold is upstream's largeClusterEndpointsThreshold.
@@ -205,9 +213,11 @@ func (p *Port) External() Route {
 	return ToLocal
 }
 
-// UsesFirewall: load-balancer traffic passes a source-range check.
-func (p *Port) UsesFirewall() bool {
-	return p.HasEndpoints && len(p.LoadBalancerIPs) > 0 && len(p.SourceRanges) > 0
+// HasSourceRanges: load-balancer traffic is subject to loadBalancerSourceRanges. (The
+// iptables proxier builds its firewall chain only when the port also has endpoints;
+// the nftables proxier always does.)
+func (p *Port) HasSourceRanges() bool {
+	return len(p.LoadBalancerIPs) > 0 && len(p.SourceRanges) > 0
 }
 
 // FirewallAllowsNode: a source range contains the node's IP, so the node may reach its

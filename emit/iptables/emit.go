@@ -137,7 +137,7 @@ type emitter struct {
 }
 
 func newEmitter(sm *ir.ServiceMap) *emitter {
-	e := &emitter{sm: sm, mark: markString(sm.MasqueradeBit), plans: make([][]*portPlan, len(sm.Services))}
+	e := &emitter{sm: sm, mark: sm.MasqueradeMark(), plans: make([][]*portPlan, len(sm.Services))}
 	for i, s := range sm.Services {
 		e.plans[i] = make([]*portPlan, len(s.Ports))
 		for j, p := range s.Ports {

@@ -78,12 +78,6 @@ func EndpointChain(spn, proto, endpoint string) string {
 // which annotate hashed names with their Service.
 func ServiceChainsFor(spn, proto string) ServiceChains { return serviceChains(spn, proto) }
 
-// markString is kube-proxy's mark text: fmt.Sprintf("%#08x", 1<<bit), so bit 14 is
-// "0x00004000" (upstream's unit tests hard-code "0x4000"; the kernel holds the same value).
-func markString(bit int) string {
-	return fmt.Sprintf("%#08x", uint32(1)<<uint(bit))
-}
-
 // probabilities caches 1/n printed as upstream does: "%0.10f", so 1/3 is 0.3333333333
 // and 1/100001 is 0.0000099999.
 type probabilities []string

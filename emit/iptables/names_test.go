@@ -45,14 +45,6 @@ func TestProbability(t *testing.T) {
 	}
 }
 
-func TestMarkString(t *testing.T) {
-	for bit, want := range map[int]string{14: "0x00004000", 0: "0x00000001", 31: "0x80000000", 20: "0x00100000"} {
-		if got := markString(bit); got != want {
-			t.Errorf("markString(%d) = %s, want %s", bit, got, want)
-		}
-	}
-}
-
 func TestIsServiceChain(t *testing.T) {
 	for name, want := range map[string]bool{
 		"KUBE-SVC-XPGD46QRK7WJZT7O": true, "KUBE-SEP-SXIVWICOYRO3J4NJ": true, "KUBE-FW-X": true,

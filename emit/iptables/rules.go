@@ -44,7 +44,7 @@ func (e *emitter) plan(p *ir.Port) *portPlan {
 		pp.seps[i] = EndpointChain(pp.spn, pp.proto, p.Endpoints[i].String())
 	}
 	pp.usesEXT = p.HasEndpoints && p.ExternallyAccessible()
-	pp.usesFW = p.UsesFirewall()
+	pp.usesFW = p.HasEndpoints && p.HasSourceRanges()
 	pp.usesSVC = len(p.Cluster) > 0 && p.UsesCluster()
 	pp.usesSVL = len(p.Local) > 0 && p.UsesLocal()
 	pp.intChain = pp.chains.SVC
