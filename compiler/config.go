@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
@@ -25,15 +26,54 @@ func applyConfig(sm *ir.ServiceMap, cfg *model.Config, node *model.Node, mode Mo
 	sm.MasqueradeAll = all
 	sm.LocalDetector = localDetector(cfg, node, sm.Family, errs)
 	sm.NodePorts = nodePortAddresses(cfg, sm)
-	sm.IPVS = ir.IPVS{Scheduler: cfg.IPVS.Scheduler, StrictARP: cfg.IPVS.StrictARP}
-	if sm.IPVS.Scheduler == "" {
-		sm.IPVS.Scheduler = "rr"
+	sm.IPVS = ipvsConfig(cfg, sm.Family, mode == IPVS, errs)
+}
+
+// ipvsSchedulers are the kernel's IPVS schedulers (modules ip_vs_<name>), the names
+// ipvsadm accepts after -s. Upstream no longer validates ipvs.scheduler and the kernel
+// refuses an unknown one when the first virtual server is added; svcgen refuses it in
+// the input, and so no other text reaches the ipvs script.
+var ipvsSchedulers = map[string]bool{
+	"rr": true, "wrr": true, "lc": true, "wlc": true, "lblc": true, "lblcr": true,
+	"dh": true, "sh": true, "sed": true, "nq": true, "fo": true, "ovf": true, "mh": true,
+}
+
+// ipvsConfig reads the ipvs section: the scheduler (rr when unset), excludeCIDRs of
+// the family and the connection timeouts. Only an ipvs compile checks its fields.
+func ipvsConfig(cfg *model.Config, family model.IPFamily, check bool, errs *model.Problems) ir.IPVS {
+	out := ir.IPVS{Scheduler: cfg.IPVS.Scheduler, StrictARP: cfg.IPVS.StrictARP}
+	if out.Scheduler == "" {
+		out.Scheduler = "rr"
+	}
+	if check && !ipvsSchedulers[out.Scheduler] {
+		errs.Add(cfg.Origin, "ipvs.scheduler", "unknown IPVS scheduler %q (want one of rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, fo, ovf, mh)", out.Scheduler)
 	}
 	for _, p := range cfg.IPVS.ExcludeCIDRs {
-		if model.FamilyOf(p.Addr()) == sm.Family {
-			sm.IPVS.ExcludeCIDRs = append(sm.IPVS.ExcludeCIDRs, p)
+		if model.FamilyOf(p.Addr()) == family {
+			out.ExcludeCIDRs = append(out.ExcludeCIDRs, p)
 		}
 	}
+	for _, t := range []struct {
+		field, value string
+		dst          *int
+	}{
+		{"ipvs.tcpTimeout", cfg.IPVS.TCPTimeout, &out.TCPTimeout},
+		{"ipvs.tcpFinTimeout", cfg.IPVS.TCPFinTimeout, &out.TCPFinTimeout},
+		{"ipvs.udpTimeout", cfg.IPVS.UDPTimeout, &out.UDPTimeout},
+	} {
+		if t.value == "" {
+			continue
+		}
+		d, err := time.ParseDuration(t.value)
+		if err != nil || d < 0 {
+			if check {
+				errs.Add(cfg.Origin, t.field, "%q is not a duration such as 900s or 15m", t.value)
+			}
+			continue
+		}
+		*t.dst = int(d / time.Second)
+	}
+	return out
 }
 
 // localDetector follows cmd/kube-proxy's getLocalDetectors: ClusterCIDR is the

@@ -91,9 +91,14 @@ type Host struct {
 
 // IPVS holds the ipvs-mode settings of the configuration.
 type IPVS struct {
+	// Scheduler is ipvs.scheduler, "rr" when unset; the compiler accepts only the
+	// kernel's schedulers.
 	Scheduler    string
 	StrictARP    bool
 	ExcludeCIDRs []netip.Prefix
+	// Timeouts are ipvs.tcpTimeout, tcpFinTimeout and udpTimeout in whole seconds;
+	// 0 keeps the kernel's value (kube-proxy's ConfigureTimeouts).
+	TCPTimeout, TCPFinTimeout, UDPTimeout int
 }
 
 // Service groups the ports of one Service.

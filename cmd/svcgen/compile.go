@@ -90,6 +90,7 @@ type compileFlags struct {
 	previous string
 	minimal  bool
 	output   string
+	split    bool
 }
 
 func newCompile(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -127,6 +128,7 @@ from the Pods they select.`,
 	fl.StringVar(&f.previous, "previous", "", "write a partial sync against this ruleset (svcgen output or iptables-save; - for stdin)")
 	fl.BoolVar(&f.minimal, "minimal", false, "with --previous: also leave out fixed chains that did not change")
 	fl.StringVarP(&f.output, "output", "o", "", "write to this file (through a temporary file and a rename) instead of stdout")
+	fl.BoolVar(&f.split, "split", false, "ipvs mode: write the script's parts as separate files into the folder -o names")
 	return cmd
 }
 
@@ -146,6 +148,12 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 		return err
 	}
 	printProblems(stderr, res.Warnings)
+	if res.Mode == compiler.IPVS {
+		return runCompileIPVS(f, res, stdout)
+	}
+	if f.split {
+		return usagef("--split needs ipvs mode (-m ipvs)")
+	}
 	opts := iptables.Options{Format: iptables.Complete, Minimal: f.minimal}
 	if f.noflush {
 		opts.Format = iptables.NoFlush

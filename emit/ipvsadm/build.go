@@ -1,0 +1,262 @@
+package ipvsadm
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+)
+
+// Build computes the ipvs-mode state of the service map, as kube-proxy's ipvs proxier
+// (syncProxyRules) would program it on the node. It is a pure function.
+func Build(sm *ir.ServiceMap) *Node {
+	b := newBuilder(sm)
+	for _, s := range sm.Services {
+		for _, p := range s.Ports {
+			b.port(p)
+		}
+	}
+	return b.finish()
+}
+
+type builder struct {
+	sm   *ir.ServiceMap
+	ipv6 bool
+	sets map[string]map[string]bool // by IPv4 name: entries
+	vss  map[string]*VirtualServer  // by Key
+	// local are the node's addresses as kube-proxy lists them for sets (no loopback,
+	// no IPv6 link-local): external and load-balancer IPs among them are not bound.
+	local map[netip.Addr]bool
+	// nodeIPs carry the node-port virtual servers.
+	nodeIPs []netip.Addr
+	bound   map[netip.Addr]bool
+	// outFilter are load-balancer VIP:ports the node may not reach (source ranges
+	// without the node's IP).
+	outFilter []outFilter
+}
+
+type outFilter struct {
+	ip    netip.Addr
+	proto string
+	port  uint16
+}
+
+func newBuilder(sm *ir.ServiceMap) *builder {
+	b := &builder{
+		sm: sm, ipv6: sm.Family == model.IPv6,
+		sets:  map[string]map[string]bool{},
+		vss:   map[string]*VirtualServer{},
+		local: map[netip.Addr]bool{},
+		bound: map[netip.Addr]bool{},
+	}
+	for _, si := range setInfo {
+		b.sets[si.name] = map[string]bool{}
+	}
+	for _, a := range sm.Node.Addresses {
+		if validForSet(a.Addr()) {
+			b.local[a.Addr()] = true
+		}
+	}
+	b.nodeIPs = nodePortIPs(sm, b.local)
+	return b
+}
+
+// validForSet is upstream's isValidForSet: loopback and IPv6 link-local addresses
+// never serve node ports and never count as the node's own.
+func validForSet(a netip.Addr) bool {
+	return !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast())
+}
+
+// nodePortIPs are the addresses that get a virtual server per node port: every local
+// address when nodePortAddresses selects all, else the selected ones; never loopback.
+func nodePortIPs(sm *ir.ServiceMap, local map[netip.Addr]bool) []netip.Addr {
+	var out []netip.Addr
+	if sm.NodePorts.MatchAll {
+		for a := range local {
+			out = append(out, a)
+		}
+	} else {
+		for _, a := range sm.NodePorts.Addresses {
+			if !a.IsLoopback() && !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+func (b *builder) add(set, entry string) { b.sets[set][entry] = true }
+
+// port adds everything one service port contributes, in upstream's order.
+func (b *builder) port(p *ir.Port) {
+	proto := p.Protocol.Lower()
+	port := strconv.Itoa(int(p.Port))
+	for _, e := range p.Endpoints {
+		if e.Local {
+			b.add(setLoopBack, e.IP.String()+","+proto+":"+strconv.Itoa(int(e.Port))+","+e.IP.String())
+		}
+	}
+	b.add(setClusterIP, p.ClusterIP.String()+","+proto+":"+port)
+	b.service(p, p.ClusterIP, p.Port, p.InternalPolicyLocal, true, "cluster IP")
+	for _, ip := range p.ExternalIPs {
+		entry := ip.String() + "," + proto + ":" + port
+		if p.ExternalPolicyLocal {
+			b.add(setExternalIPLocal, entry)
+		} else {
+			b.add(setExternalIP, entry)
+		}
+		b.service(p, ip, p.Port, p.ExternalPolicyLocal, !b.local[ip], "external IP")
+	}
+	for _, ip := range p.LoadBalancerIPs {
+		b.loadBalancer(p, ip, proto, port)
+	}
+	if p.NodePort != 0 {
+		if len(b.nodeIPs) == 0 {
+			return // upstream skips the rest of the port, health check included
+		}
+		b.nodePort(p, proto)
+	}
+	if p.HealthCheckNodePort != 0 {
+		b.add(setHealthCheckNodePort, strconv.Itoa(int(p.HealthCheckNodePort)))
+	}
+}
+
+func (b *builder) loadBalancer(p *ir.Port, ip netip.Addr, proto, port string) {
+	entry := ip.String() + "," + proto + ":" + port
+	b.add(setLoadBalancer, entry)
+	if p.ExternalPolicyLocal {
+		b.add(setLoadBalancerLocal, entry)
+	}
+	if len(p.SourceRanges) > 0 {
+		b.add(setLoadBalancerFW, entry)
+		for _, r := range p.SourceRanges {
+			b.add(setLoadBalancerSrcCIDR, entry+","+r.Masked().String())
+		}
+		if p.FirewallAllowsNode(b.sm.Node.IP) {
+			b.add(setLoadBalancerSrcIP, entry+","+ip.String())
+		} else {
+			b.outFilter = append(b.outFilter, outFilter{ip, proto, p.Port})
+		}
+	}
+	b.service(p, ip, p.Port, p.ExternalPolicyLocal, !b.local[ip], "load-balancer IP")
+}
+
+func (b *builder) nodePort(p *ir.Port, proto string) {
+	var entries []string
+	set, local := setNodePortTCP, setNodePortLocalTCP
+	switch p.Protocol {
+	case model.UDP:
+		set, local = setNodePortUDP, setNodePortLocalUDP
+	case model.SCTP:
+		set, local = setNodePortSCTP, setNodePortLocalSCTP
+	}
+	if p.Protocol == model.SCTP {
+		for _, ip := range b.nodeIPs {
+			entries = append(entries, ip.String()+","+proto+":"+strconv.Itoa(int(p.NodePort)))
+		}
+	} else {
+		entries = []string{strconv.Itoa(int(p.NodePort))}
+	}
+	for _, e := range entries {
+		b.add(set, e)
+		if p.ExternalPolicyLocal {
+			b.add(local, e)
+		}
+	}
+	for _, ip := range b.nodeIPs {
+		b.service(p, ip, p.NodePort, p.ExternalPolicyLocal, false, "node port")
+	}
+}
+
+// service adds a virtual server for one frontend of a port and binds its address.
+// When two ports produce the same virtual server (two Services given one cluster
+// IP:port), the first in the service map's order keeps it; kube-proxy lets whichever
+// its map order syncs last win.
+func (b *builder) service(p *ir.Port, ip netip.Addr, port uint16, policyLocal, bind bool, what string) {
+	if bind {
+		b.bound[ip] = true
+	}
+	vs := &VirtualServer{
+		Protocol:  p.Protocol,
+		Address:   netip.AddrPortFrom(ip, port),
+		Scheduler: b.sm.IPVS.Scheduler,
+	}
+	if p.AffinitySeconds > 0 {
+		vs.Flags |= FlagPersistent
+		vs.Timeout = uint32(p.AffinitySeconds)
+	}
+	if vs.Scheduler == "mh" {
+		vs.Flags |= FlagSched2 // kube-proxy's FlagSourceHash: mh-port
+	}
+	note := p.Name.String() + " " + what
+	if old := b.vss[vs.Key()]; old != nil {
+		old.For = append(old.For, note)
+		return
+	}
+	vs.For = []string{note}
+	for _, e := range p.IPVSRealServers(policyLocal) {
+		vs.Reals = append(vs.Reals, RealServer{Address: netip.AddrPortFrom(e.IP, e.Port), Forward: Masquerade, Weight: 1})
+	}
+	b.vss[vs.Key()] = vs
+}
+
+func (b *builder) finish() *Node {
+	sm := b.sm
+	n := &Node{
+		Family:       sm.Family,
+		Sysctls:      sysctls(sm),
+		Timeouts:     Timeouts{TCP: sm.IPVS.TCPTimeout, TCPFin: sm.IPVS.TCPFinTimeout, UDP: sm.IPVS.UDPTimeout},
+		ExcludeCIDRs: sm.IPVS.ExcludeCIDRs,
+	}
+	for ip := range b.bound {
+		n.Addresses = append(n.Addresses, netip.PrefixFrom(ip, ip.BitLen()))
+		b.add(setIPVSIPs, ip.String())
+	}
+	slices.SortFunc(n.Addresses, netip.Prefix.Compare)
+	for _, si := range setInfo {
+		n.Sets = append(n.Sets, b.newSet(si.name, si.typ, si.comment))
+	}
+	for _, vs := range b.vss {
+		n.Services = append(n.Services, vs)
+	}
+	SortServices(n.Services)
+	n.NAT, n.Filter = b.companionChains(n)
+	return n
+}
+
+// newSet is a set as kube-proxy creates it: hash sets with family, hashsize 1024 and
+// maxelem 65536, bitmap:port over 0-65535.
+func (b *builder) newSet(name, typ, comment string) *Set {
+	s := &Set{Name: SetName(name, b.ipv6), Type: typ, Comment: comment}
+	if typ == BitmapPort {
+		s.Range = "0-65535"
+	} else {
+		s.Family, s.HashSize, s.MaxElem = "inet", 1024, 65536
+		if b.ipv6 {
+			s.Family = "inet6"
+		}
+	}
+	for e := range b.sets[name] {
+		s.Entries = append(s.Entries, e)
+	}
+	slices.Sort(s.Entries)
+	return s
+}
+
+// sysctls are the settings NewProxier ensures. conn_reuse_mode is not here: kube-proxy
+// sets it to 0 only on kernels 4.1 to 5.8, which the script checks on the node.
+func sysctls(sm *ir.ServiceMap) []Sysctl {
+	out := []Sysctl{
+		{"net.ipv4.vs.conntrack", "1"},
+		{"net.ipv4.vs.expire_nodest_conn", "1"},
+		{"net.ipv4.vs.expire_quiescent_template", "1"},
+		{"net.ipv4.ip_forward", "1"},
+	}
+	if sm.IPVS.StrictARP {
+		out = append(out, Sysctl{"net.ipv4.conf.all.arp_ignore", "1"}, Sysctl{"net.ipv4.conf.all.arp_announce", "2"})
+	}
+	return out
+}

@@ -1,0 +1,278 @@
+package ipvsadm
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// TempSet is the scratch set the ipset part fills and swaps in, so each set changes
+// in one step: a set that is flushed and refilled in place is empty for a moment, and
+// KUBE-IPVS-FILTER would then reject new connections to the VIPs.
+const TempSet = "svcgen-tmp"
+
+// createLine is "create NAME TYPE options" as kube-proxy creates the set.
+func createLine(name string, s *Set) string {
+	line := "create " + name + " " + s.Type
+	if s.Type == BitmapPort {
+		return line + " range " + s.Range
+	}
+	return line + " family " + s.Family + " hashsize " + strconv.Itoa(s.HashSize) + " maxelem " + strconv.Itoa(s.MaxElem)
+}
+
+// WriteSets writes "ipset restore -exist" input that leaves exactly these sets with
+// exactly these entries: each set is created if missing, then a scratch set of the
+// same type is filled and swapped with it, and the scratch set destroyed. It expects
+// TempSet not to exist (the script destroys a leftover one first).
+func WriteSets(w io.Writer, sets []*Set) error {
+	bw := bufio.NewWriter(w)
+	for _, s := range sets {
+		bw.WriteString(createLine(s.Name, s) + "\n")
+		bw.WriteString(createLine(TempSet, s) + "\n")
+		for _, e := range s.Entries {
+			bw.WriteString("add " + TempSet + " " + e + "\n")
+		}
+		bw.WriteString("swap " + TempSet + " " + s.Name + "\n")
+		bw.WriteString("destroy " + TempSet + "\n")
+	}
+	return bw.Flush()
+}
+
+// ParseSets reads "ipset save" output, or "ipset restore" input (WriteSets' among
+// them), into the sets it leaves behind. Commands run as "ipset restore -exist" runs
+// them: create, add, del, flush, swap, destroy. Entries are normalised (addresses as
+// Go prints them, a hash:ip,port,net host net with its /32 or /128, which ipset save
+// leaves out) and sorted; sets come in upstream's order, others after by name.
+func ParseSets(name string, r io.Reader) ([]*Set, error) {
+	st := map[string]*Set{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		w := strings.Fields(sc.Text())
+		if len(w) == 0 || strings.HasPrefix(w[0], "#") {
+			continue
+		}
+		if err := setCommand(st, w); err != nil {
+			return nil, fmt.Errorf("%s: line %d: %w", name, line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var out []*Set
+	for _, s := range st {
+		slices.Sort(s.Entries)
+		s.Entries = slices.Compact(s.Entries)
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *Set) int {
+		ia, ib := setOrder(a.Name), setOrder(b.Name)
+		if ia != ib {
+			return ia - ib
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}
+
+// ParseSetsBytes is ParseSets over a byte slice.
+func ParseSetsBytes(name string, data []byte) ([]*Set, error) {
+	return ParseSets(name, bytes.NewReader(data))
+}
+
+func setOrder(name string) int {
+	for i, si := range setInfo {
+		if name == si.name || name == SetName(si.name, true) {
+			return i
+		}
+	}
+	return len(setInfo)
+}
+
+func setCommand(st map[string]*Set, w []string) error {
+	need := func(n int) error {
+		if len(w) < n {
+			return fmt.Errorf("%s: too few words", w[0])
+		}
+		return nil
+	}
+	get := func(name string) (*Set, error) {
+		if s := st[name]; s != nil {
+			return s, nil
+		}
+		return nil, fmt.Errorf("%s %s: the set does not exist", w[0], name)
+	}
+	switch w[0] {
+	case "create", "-N", "n":
+		if err := need(3); err != nil {
+			return err
+		}
+		s, err := parseCreate(w[1], w[2], w[3:])
+		if err != nil {
+			return err
+		}
+		if old := st[s.Name]; old != nil {
+			if createLine(old.Name, old) != createLine(s.Name, s) {
+				return fmt.Errorf("create %s: exists with other options", s.Name)
+			}
+			return nil
+		}
+		st[s.Name] = s
+	case "add", "-A", "a", "del", "-D", "d":
+		if err := need(3); err != nil {
+			return err
+		}
+		s, err := get(w[1])
+		if err != nil {
+			return err
+		}
+		e, err := normalizeEntry(s, w[2])
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", w[0], w[1], err)
+		}
+		if w[0] == "add" || w[0] == "-A" || w[0] == "a" {
+			s.Entries = append(s.Entries, e)
+		} else {
+			s.Entries = slices.DeleteFunc(s.Entries, func(x string) bool { return x == e })
+		}
+	case "flush", "-F":
+		if err := need(2); err != nil {
+			return err
+		}
+		s, err := get(w[1])
+		if err != nil {
+			return err
+		}
+		s.Entries = nil
+	case "swap", "-W", "w":
+		if err := need(3); err != nil {
+			return err
+		}
+		a, err := get(w[1])
+		if err != nil {
+			return err
+		}
+		b, err := get(w[2])
+		if err != nil {
+			return err
+		}
+		if a.Type != b.Type || a.Family != b.Family {
+			return fmt.Errorf("swap %s %s: the sets are of different types", a.Name, b.Name)
+		}
+		a.Entries, b.Entries = b.Entries, a.Entries
+	case "destroy", "-X", "x":
+		if err := need(2); err != nil {
+			return err
+		}
+		if _, err := get(w[1]); err != nil {
+			return err
+		}
+		delete(st, w[1])
+	default:
+		return fmt.Errorf("%q: not an ipset save or restore command", w[0])
+	}
+	return nil
+}
+
+func parseCreate(name, typ string, opts []string) (*Set, error) {
+	s := &Set{Name: name, Type: typ}
+	switch typ {
+	case HashIP, HashIPPort, HashIPPortIP, HashIPPortNet:
+		s.Family, s.HashSize, s.MaxElem = "inet", 1024, 65536
+	case BitmapPort:
+	default:
+		return nil, fmt.Errorf("create %s: set type %q is not one kube-proxy uses", name, typ)
+	}
+	for i := 0; i < len(opts); i++ {
+		if i+1 >= len(opts) {
+			return nil, fmt.Errorf("create %s: option %q without a value", name, opts[i])
+		}
+		v := opts[i+1]
+		var err error
+		switch opts[i] {
+		case "family":
+			s.Family = v
+		case "hashsize":
+			s.HashSize, err = strconv.Atoi(v)
+		case "maxelem":
+			s.MaxElem, err = strconv.Atoi(v)
+		case "range":
+			s.Range = v
+		case "bucketsize", "initval": // ipset 7 prints its own choices back
+		default:
+			return nil, fmt.Errorf("create %s: option %q is not one kube-proxy uses", name, opts[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %s %q: not a number", name, opts[i], v)
+		}
+		i++
+	}
+	for _, si := range setInfo {
+		if name == si.name || name == SetName(si.name, true) {
+			s.Comment = si.comment
+		}
+	}
+	return s, nil
+}
+
+// normalizeEntry checks an entry against its set's type and prints it the way the
+// emitter does.
+func normalizeEntry(s *Set, e string) (string, error) {
+	bad := func() (string, error) { return "", fmt.Errorf("entry %q does not fit %s", e, s.Type) }
+	addr := func(text string) (netip.Addr, bool) {
+		a, err := netip.ParseAddr(text)
+		return a, err == nil && (a.Is6() == (s.Family == "inet6"))
+	}
+	if s.Type == BitmapPort {
+		if _, err := strconv.ParseUint(e, 10, 16); err != nil {
+			return bad()
+		}
+		return e, nil
+	}
+	parts := strings.Split(e, ",")
+	ip, ok := addr(parts[0])
+	if !ok {
+		return bad()
+	}
+	if s.Type == HashIP {
+		if len(parts) != 1 {
+			return bad()
+		}
+		return ip.String(), nil
+	}
+	want := map[string]int{HashIPPort: 2, HashIPPortIP: 3, HashIPPortNet: 3}[s.Type]
+	if len(parts) != want {
+		return bad()
+	}
+	proto, port, found := strings.Cut(parts[1], ":")
+	if _, err := strconv.ParseUint(port, 10, 16); !found || err != nil || (proto != "tcp" && proto != "udp" && proto != "sctp") {
+		return bad()
+	}
+	out := ip.String() + "," + proto + ":" + port
+	switch s.Type {
+	case HashIPPortIP:
+		ip2, ok := addr(parts[2])
+		if !ok {
+			return bad()
+		}
+		out += "," + ip2.String()
+	case HashIPPortNet:
+		text := parts[2]
+		if !strings.Contains(text, "/") {
+			text += "/" + strconv.Itoa(ip.BitLen())
+		}
+		p, err := netip.ParsePrefix(text)
+		if err != nil || p.Addr().Is6() != ip.Is6() {
+			return bad()
+		}
+		out += "," + p.Masked().String()
+	}
+	return out, nil
+}
