@@ -192,10 +192,10 @@ func WriteScript(w io.Writer, n *Node, h Header) error {
 	s.raw("{")
 	s.heredoc("cat", tagAddresses, p.addresses)
 	s.raw("echo %%", "ip -o "+ipFlag+" addr show dev "+DummyInterface)
-	s.raw("} | awk '" + awkProgram(addressesAWK) + "' | ip -batch -", "")
+	s.raw("} | awk '"+awkProgram(addressesAWK)+"' | ip -batch -", "")
 
 	s.comment("The sets, each refilled in one swap.")
-	s.raw("ipset destroy "+TempSet+" 2>/dev/null || :")
+	s.raw("ipset destroy " + TempSet + " 2>/dev/null || :")
 	s.heredoc("ipset restore -exist", tagIPSet, p.ipset)
 	s.raw("")
 
@@ -211,7 +211,7 @@ func WriteScript(w io.Writer, n *Node, h Header) error {
 	s.raw("{")
 	s.heredoc("cat", tagIPVS, p.ipvs)
 	s.raw("echo %%", "ipvsadm -Sn", "echo %%", "ipvsadm -Ln")
-	s.raw("} | awk -v family=" + fam + " -v exclude=" + quote(strings.Join(ex, " ")) + ` "$svcgen_reconcile" | ipvsadm -R`, "")
+	s.raw("} | awk -v family="+fam+" -v exclude="+quote(strings.Join(ex, " "))+` "$svcgen_reconcile" | ipvsadm -R`, "")
 
 	s.comment("The companion chains (kube-proxy's restore payload), then its jumps from the built-in chains.")
 	s.heredoc(restore+" -w --noflush", tagIPTables, p.iptables)
