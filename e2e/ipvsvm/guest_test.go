@@ -1,0 +1,506 @@
+package ipvsvm
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/ipvs"
+	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/emit/ipvsadm"
+	"github.com/svcgen/svcgen/internal/ipvskernel"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/load"
+	svcmodel "github.com/svcgen/svcgen/model"
+	"github.com/vishvananda/netns"
+)
+
+// The guest's cluster: node1 is the guest itself (198.18.0.1, facing a client
+// namespace), each endpoint a namespace of its own behind a veth. Addresses are in
+// 198.18.0.0/15; nothing leaves the guest.
+const clusterYAML = `
+apiVersion: v1
+kind: Node
+metadata: {name: node1}
+status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ipvs
+hostnameOverride: node1
+ipvs: {scheduler: rr, excludeCIDRs: [198.51.100.0/24]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  type: NodePort
+  clusterIP: 198.19.0.10
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: sticky, namespace: demo}
+spec:
+  clusterIP: 198.19.0.11
+  sessionAffinity: ClientIP
+  externalIPs: [198.18.5.5]
+  ports: [{name: dns, port: 53, targetPort: 5353, protocol: UDP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+- {addresses: [198.18.1.1], nodeName: node1}
+- {addresses: [198.18.1.2], nodeName: node2}
+%s
+- {addresses: [198.18.1.4], nodeName: node2, conditions: {ready: false}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: sticky-1, namespace: demo, labels: {kubernetes.io/service-name: sticky}}
+addressType: IPv4
+ports: [{name: dns, port: 5353, protocol: UDP}]
+endpoints:
+- {addresses: [198.18.1.1], nodeName: node1}
+`
+
+var (
+	nodeIP    = netip.MustParseAddr("198.18.0.1")
+	clientIP  = netip.MustParseAddr("198.18.0.2")
+	clusterIP = netip.MustParseAddrPort("198.19.0.10:80")
+	nodePort  = netip.MustParseAddrPort("198.18.0.1:30080")
+	servers   = []netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2"), netip.MustParseAddr("198.18.1.3")}
+)
+
+func insideGuest(t *testing.T) {
+	if os.Getenv(guestEnv) == "" {
+		t.Skip("runs inside the qemu guest that TestIPVSInQEMU boots")
+	}
+}
+
+// compile builds the node's state from the cluster, with or without the third
+// web endpoint.
+func compile(t *testing.T, withThird bool) *ipvsadm.Node {
+	t.Helper()
+	third := ""
+	if withThird {
+		third = "- {addresses: [198.18.1.3], nodeName: node2}"
+	}
+	l := &load.Loader{}
+	l.Bytes("guest.yaml", []byte(fmt.Sprintf(clusterYAML, third)))
+	if err := l.Errors.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ipvsadm.Build(res.Map)
+}
+
+func writeScript(t *testing.T, n *ipvsadm.Node, path string) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := ipvsadm.WriteScript(&b, n, ipvsadm.Header{Node: "node1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runScript runs the script and returns the changes it made to IPVS.
+func runScript(t *testing.T, path string) []string {
+	t.Helper()
+	cmd := exec.Command("dash", path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", path, err, out, stderr.String())
+	}
+	var changes []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if c, ok := strings.CutPrefix(l, "svcgen: ipvsadm "); ok {
+			changes = append(changes, c)
+		} else if strings.TrimSpace(l) != "" {
+			t.Errorf("%s said on stderr: %s", path, l)
+		}
+	}
+	return changes
+}
+
+func sh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestGuest is the whole story on one kernel, in order: topology, the script twice,
+// what the kernel holds, real traffic, netlink through moby/ipvs, then a changed
+// cluster converging.
+func TestGuest(t *testing.T) {
+	insideGuest(t)
+	if err := ipvskernel.Check(); err != nil {
+		t.Fatalf("ipvskernel.Check in a kernel with ip_vs loaded: %v", err)
+	}
+	topology(t)
+	state := compile(t, true)
+	writeScript(t, state, "/tmp/a.sh")
+	first := runScript(t, "/tmp/a.sh")
+	if len(first) == 0 {
+		t.Fatal("the first run changed nothing in IPVS")
+	}
+	if again := runScript(t, "/tmp/a.sh"); len(again) != 0 {
+		t.Fatalf("the second run changed IPVS again: %q", again)
+	}
+	t.Run("kernel state", func(t *testing.T) { checkKernel(t, state) })
+	t.Run("round robin", roundRobin)
+	t.Run("moby/ipvs", func(t *testing.T) { netlinkState(t, state) })
+	t.Run("converge", converge)
+}
+
+// topology makes the client and the endpoint namespaces.
+func topology(t *testing.T) {
+	sh(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
+	sh(t, "ip", "netns", "add", "client")
+	sh(t, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "c0", "netns", "client")
+	sh(t, "ip", "addr", "add", nodeIP.String()+"/24", "dev", "eth0")
+	sh(t, "ip", "link", "set", "eth0", "up")
+	sh(t, "ip", "netns", "exec", "client", "ip", "addr", "add", clientIP.String()+"/24", "dev", "c0")
+	sh(t, "ip", "netns", "exec", "client", "ip", "link", "set", "c0", "up")
+	sh(t, "ip", "netns", "exec", "client", "ip", "link", "set", "lo", "up")
+	sh(t, "ip", "netns", "exec", "client", "ip", "route", "add", "default", "via", nodeIP.String())
+	for i, ip := range servers {
+		ns, dev := fmt.Sprintf("rs%d", i+1), fmt.Sprintf("v%d", i+1)
+		sh(t, "ip", "netns", "add", ns)
+		sh(t, "ip", "link", "add", dev, "type", "veth", "peer", "name", "p0", "netns", ns)
+		sh(t, "ip", "link", "set", dev, "up")
+		sh(t, "ip", "route", "add", ip.String()+"/32", "dev", dev)
+		sh(t, "ip", "netns", "exec", ns, "ip", "addr", "add", ip.String()+"/32", "dev", "p0")
+		sh(t, "ip", "netns", "exec", ns, "ip", "link", "set", "p0", "up")
+		sh(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+		sh(t, "ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", nodeIP.String(), "dev", "p0", "onlink")
+		serve(t, ns, netip.AddrPortFrom(ip, 8080), ns)
+	}
+}
+
+// checkKernel reads the node back with the tools and svcgen's parsers.
+func checkKernel(t *testing.T, want *ipvsadm.Node) {
+	got, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn", []byte(sh(t, "ipvsadm", "-Sn")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := rulesText(t, want.Services), rulesText(t, got); a != b {
+		t.Errorf("ipvsadm -Sn differs from the script's state:\nwant:\n%s\ngot:\n%s", a, b)
+	}
+	sets, err := ipvsadm.ParseSetsBytes("ipset save", []byte(sh(t, "ipset", "save")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) != len(want.Sets) {
+		t.Errorf("ipset save has %d sets, want %d (no scratch set left)", len(sets), len(want.Sets))
+	}
+	for _, ws := range want.Sets {
+		var gs *ipvsadm.Set
+		for _, s := range sets {
+			if s.Name == ws.Name {
+				gs = s
+			}
+		}
+		switch {
+		case gs == nil:
+			t.Errorf("set %s missing", ws.Name)
+		case gs.Type != ws.Type || strings.Join(gs.Entries, " ") != strings.Join(ws.Entries, " "):
+			t.Errorf("set %s: %s %q, want %s %q", ws.Name, gs.Type, gs.Entries, ws.Type, ws.Entries)
+		}
+	}
+	var addrs []string
+	for _, l := range strings.Split(sh(t, "ip", "-o", "-4", "addr", "show", "dev", ipvsadm.DummyInterface), "\n") {
+		if f := strings.Fields(l); len(f) > 3 {
+			addrs = append(addrs, f[3])
+		}
+	}
+	var wantAddrs []string
+	for _, a := range want.Addresses {
+		wantAddrs = append(wantAddrs, a.String())
+	}
+	if strings.Join(addrs, " ") != strings.Join(wantAddrs, " ") {
+		t.Errorf("kube-ipvs0 has %q, want %q", addrs, wantAddrs)
+	}
+	for _, tbl := range []ipvsadm.Table{want.NAT, want.Filter} {
+		rs, err := iptables.ParseBytes("iptables-save", []byte(sh(t, "iptables-save", "-t", tbl.Name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := map[string]int{}
+		for _, r := range tbl.Rules {
+			count[r.Chain]++
+		}
+		for _, c := range tbl.Chains {
+			got := rs.Table(tbl.Name).Chain(c)
+			if got == nil || len(got.Rules) != count[c] {
+				t.Errorf("%s %s: %v, want %d rules", tbl.Name, c, got, count[c])
+			}
+		}
+	}
+	for _, j := range ipvsadm.Jumps {
+		rs, _ := iptables.ParseBytes("iptables-save", []byte(sh(t, "iptables-save", "-t", j.Table)))
+		n := 0
+		for _, r := range rs.Table(j.Table).Chain(j.From).Rules {
+			if r.Args[len(r.Args)-1] == j.To {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s %s has %d jumps to %s after two runs, want 1", j.Table, j.From, n, j.To)
+		}
+	}
+}
+
+func rulesText(t *testing.T, vss []*ipvsadm.VirtualServer) string {
+	var b bytes.Buffer
+	if err := ipvsadm.WriteRules(&b, vss); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// roundRobin connects from the client namespace: rr must hand consecutive
+// connections to different real servers, each the same number of times.
+func roundRobin(t *testing.T) {
+	const n = 9
+	var ids []string
+	for i := 0; i < n; i++ {
+		id, err := dial("client", clusterIP, 3*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d to %s: %v", i+1, clusterIP, err)
+		}
+		ids = append(ids, id)
+	}
+	count := map[string]int{}
+	for i, id := range ids {
+		count[id]++
+		if i >= len(servers) && ids[i-len(servers)] != id {
+			t.Errorf("connection %d went to %s, not to %s like connection %d: rr does not rotate", i+1, id, ids[i-len(servers)], i+1-len(servers))
+		}
+		if i > 0 && ids[i-1] == id {
+			t.Errorf("connections %d and %d both went to %s", i, i+1, id)
+		}
+	}
+	if len(count) != len(servers) {
+		t.Errorf("connections reached %v, want every one of %d real servers", count, len(servers))
+	}
+	if _, err := dial("client", nodePort, 3*time.Second); err != nil {
+		t.Errorf("node port %s: %v", nodePort, err)
+	}
+	t.Logf("cluster IP connections went to %v", ids)
+}
+
+// netlinkState programs the same virtual servers with github.com/moby/ipvs in a
+// fresh namespace and reads them back, through the library and through ipvsadm.
+func netlinkState(t *testing.T, want *ipvsadm.Node) {
+	sh(t, "ip", "netns", "add", "netlink")
+	h, err := ipvs.New("/var/run/netns/netlink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, vs := range want.Services {
+		svc := toMoby(vs)
+		if err := h.NewService(svc); err != nil {
+			t.Fatalf("NewService %s: %v", vs.Key(), err)
+		}
+		for _, rs := range vs.Reals {
+			// The kernel takes a destination's family from the request when it is there
+			// and refuses one that differs from the service's: give it.
+			d := &ipvs.Destination{Address: rs.Address.Addr().AsSlice(), Port: rs.Address.Port(), Weight: rs.Weight,
+				ConnectionFlags: ipvs.ConnectionFlagMasq, AddressFamily: svc.AddressFamily}
+			if err := h.NewDestination(svc, d); err != nil {
+				t.Fatalf("NewDestination %s %s: %v", vs.Key(), rs.Address, err)
+			}
+		}
+	}
+	svcs, err := h.GetServices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []*ipvsadm.VirtualServer
+	for _, s := range svcs {
+		vs := fromMoby(t, s)
+		dests, err := h.GetDestinations(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dests {
+			a, _ := netip.AddrFromSlice(d.Address)
+			if vs.Address.Addr().Is4() {
+				a = a.Unmap()
+				if !a.Is4() {
+					a, _ = netip.AddrFromSlice(d.Address[:4])
+				}
+			}
+			f := ipvsadm.Masquerade
+			if d.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq {
+				f = ipvsadm.Route
+			}
+			vs.Reals = append(vs.Reals, ipvsadm.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight})
+		}
+		back = append(back, vs)
+	}
+	ipvsadm.SortServices(back)
+	if a, b := rulesText(t, want.Services), rulesText(t, back); a != b {
+		t.Errorf("moby/ipvs GetServices differs:\nwant:\n%s\ngot:\n%s", a, b)
+	}
+	saved, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(sh(t, "ip", "netns", "exec", "netlink", "ipvsadm", "-Sn")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := rulesText(t, want.Services), rulesText(t, saved); a != b {
+		t.Errorf("ipvsadm -Sn of the netlink-programmed namespace differs:\nwant:\n%s\ngot:\n%s", a, b)
+	}
+}
+
+func toMoby(vs *ipvsadm.VirtualServer) *ipvs.Service {
+	s := &ipvs.Service{
+		Address: vs.Address.Addr().AsSlice(), Port: vs.Address.Port(), SchedName: vs.Scheduler,
+		Flags: vs.Flags, Timeout: vs.Timeout, AddressFamily: 2, Netmask: 0xffffffff,
+	}
+	if vs.Address.Addr().Is6() {
+		s.AddressFamily, s.Netmask = 10, 128
+	}
+	s.Protocol = map[string]uint16{"TCP": 6, "UDP": 17, "SCTP": 132}[string(vs.Protocol)]
+	return s
+}
+
+func fromMoby(t *testing.T, s *ipvs.Service) *ipvsadm.VirtualServer {
+	if s.Flags&0x2 == 0 {
+		t.Errorf("service %v came back without the kernel's HASHED flag", s.Address)
+	}
+	a, _ := netip.AddrFromSlice(s.Address)
+	if s.AddressFamily == 2 {
+		a = a.Unmap()
+	}
+	proto := map[uint16]string{6: "TCP", 17: "UDP", 132: "SCTP"}[s.Protocol]
+	return &ipvsadm.VirtualServer{Protocol: svcmodel.Protocol(proto), Address: netip.AddrPortFrom(a, s.Port),
+		Scheduler: s.SchedName, Flags: s.Flags &^ 0x2, Timeout: s.Timeout}
+}
+
+// converge changes the node under the script's feet and the cluster under the node:
+// a stale service, services svcgen does not own, a real server at weight 0, and an
+// endpoint gone while its connections linger.
+func converge(t *testing.T) {
+	sh(t, "ipvsadm", "-A", "-t", "198.19.0.99:80", "-s", "rr")                                 // stale: deleted
+	sh(t, "ipvsadm", "-A", "-t", "198.51.100.7:80", "-s", "rr")                                // in excludeCIDRs: kept
+	sh(t, "ipvsadm", "-A", "-t", "[2001:db8::7]:80", "-s", "rr")                               // other family: kept
+	sh(t, "ipvsadm", "-A", "-f", "7", "-s", "rr")                                              // firewall mark: kept
+	sh(t, "ipvsadm", "-e", "-t", clusterIP.String(), "-r", "198.18.1.2:8080", "-m", "-w", "0") // as after a restart mid-drain
+	state := compile(t, false)
+	writeScript(t, state, "/tmp/b.sh")
+	changes := strings.Join(runScript(t, "/tmp/b.sh"), "\n")
+	for _, want := range []string{
+		"-D -t 198.19.0.99:80",
+		"-e -t 198.19.0.10:80 -r 198.18.1.2:8080 -m -w 1",
+		"-e -t 198.19.0.10:80 -r 198.18.1.3:8080 -m -w 0",
+	} {
+		if !strings.Contains(changes, want) {
+			t.Errorf("changes lack %q:\n%s", want, changes)
+		}
+	}
+	for _, never := range []string{"198.51.100.7", "2001:db8::7", "-f 7"} {
+		if strings.Contains(changes, never) {
+			t.Errorf("changes touch %s, which svcgen does not own:\n%s", never, changes)
+		}
+	}
+	if again := runScript(t, "/tmp/b.sh"); len(again) != 0 {
+		t.Errorf("a second run while 198.18.1.3 drains changed IPVS again: %q", again)
+	}
+	saved := sh(t, "ipvsadm", "-Sn")
+	for _, want := range []string{"-A -t 198.51.100.7:80 -s rr", "-A -t [2001:db8::7]:80 -s rr", "-a -t 198.19.0.10:80 -r 198.18.1.3:8080 -m -w 0"} {
+		if !strings.Contains(saved, want) {
+			t.Errorf("ipvsadm -Sn lacks %q:\n%s", want, saved)
+		}
+	}
+	for i := 0; i < 4; i++ { // weight 0: new connections avoid the draining server
+		if id, err := dial("client", clusterIP, 3*time.Second); err != nil || id == "rs3" {
+			t.Errorf("connection %d after the change: %q, %v", i+1, id, err)
+		}
+	}
+}
+
+// serve answers every TCP connection to addr with id, from namespace ns.
+func serve(t *testing.T, ns string, addr netip.AddrPort, id string) {
+	var ln net.Listener
+	err := inNS(ns, func() (err error) {
+		ln, err = net.Listen("tcp", addr.String())
+		return err
+	})
+	if err != nil {
+		t.Fatalf("serving %s in %s: %v", addr, ns, err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, id)
+			c.Close()
+		}
+	}()
+}
+
+func dial(ns string, to netip.AddrPort, timeout time.Duration) (string, error) {
+	var c net.Conn
+	if err := inNS(ns, func() (err error) {
+		c, err = net.DialTimeout("tcp", to.String(), timeout)
+		return err
+	}); err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// inNS runs fn on a thread in namespace name; sockets made there stay there.
+func inNS(name string, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer h.Close()
+	if err := netns.Set(h); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	ferr := fn()
+	if err := netns.Set(orig); err != nil {
+		return errors.New("cannot return to the test's namespace") // the thread stays locked and dies
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
