@@ -12,6 +12,7 @@ fi
 declare -A need=(
   [iptables]=iptables [nft]=nftables [ipset]=ipset [ipvsadm]=ipvsadm
   [ip]=iproute2 [conntrack]=conntrack
+  [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [depmod]=kmod [dash]=dash
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -28,5 +29,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 export PATH="$PATH:/usr/sbin:/sbin"
+
+# e2e/ipvsvm downloads Debian's cloud kernel with apt-get download: the package lists
+# must know it (a fresh machine may have none yet).
+if ! apt-cache depends linux-image-cloud-amd64 2>/dev/null | grep -q 'Depends: linux-image-[0-9]'; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+  else
+    echo "test.sh: not root, and apt does not know linux-image-cloud-amd64: the qemu IPVS test will skip" >&2
+  fi
+fi
 
 exec go test -timeout 80m "$@" ./...

@@ -315,6 +315,9 @@ func roundRobin(t *testing.T) {
 // fresh namespace and reads them back, through the library and through ipvsadm.
 func netlinkState(t *testing.T, want *ipvsadm.Node) {
 	sh(t, "ip", "netns", "add", "netlink")
+	// A namespace with no address has no local routing table, and the kernel then
+	// takes every real-server address for a broadcast one and refuses it (EINVAL).
+	sh(t, "ip", "netns", "exec", "netlink", "ip", "link", "set", "lo", "up")
 	h, err := ipvs.New("/var/run/netns/netlink")
 	if err != nil {
 		t.Fatal(err)
