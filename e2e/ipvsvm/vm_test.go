@@ -148,7 +148,7 @@ func buildRoot(t *testing.T, root, modules string, tools map[string]string) {
 	for _, d := range []string{"bin", "sbin", "etc", "proc", "sys", "dev", "tmp", "run", "var"} {
 		mkdir(t, filepath.Join(root, d))
 	}
-	copyFile(t, tools["busybox"], filepath.Join(root, "bin", "busybox"), 0o755)
+	copyWithLibs(t, root, tools["busybox"], filepath.Join(root, "bin", "busybox"))
 	applets := run(t, "", tools["busybox"], "--list")
 	for _, a := range strings.Fields(applets) {
 		if a != "busybox" {
