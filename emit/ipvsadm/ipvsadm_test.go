@@ -1,0 +1,265 @@
+package ipvsadm
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// What ipvsadm 1.31 printed in the qemu guest for services made by hand, mh's flag,
+// IPv6 and SCTP among them: ParseRules must read it and WriteRules give it back.
+const savedByIPVSAdm = `-A -t 10.20.30.41:80 -s rr
+-a -t 10.20.30.41:80 -r 10.180.0.1:80 -m -w 1
+-A -t 10.20.30.42:80 -s mh -p 10800 -b mh-port
+-A -u [2020::1]:53 -s rr -p 60
+-a -u [2020::1]:53 -r [1002:ab8::2:10]:53 -m -w 1
+-A --sctp-service 10.20.30.43:80 -s wrr
+-a --sctp-service 10.20.30.43:80 -r 10.180.0.2:8080 -m -w 0
+`
+
+func TestParseRulesRoundTrip(t *testing.T) {
+	vss, err := ParseRulesBytes("saved", []byte(savedByIPVSAdm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vss) != 4 {
+		t.Fatalf("%d services, want 4", len(vss))
+	}
+	mh := vss[1]
+	if mh.Scheduler != "mh" || mh.Flags != FlagPersistent|FlagSched2 || mh.Timeout != 10800 {
+		t.Errorf("mh service read as %+v", mh)
+	}
+	var b bytes.Buffer
+	if err := WriteRules(&b, vss); err != nil {
+		t.Fatal(err)
+	}
+	// Sorted by protocol: TCP, UDP, SCTP.
+	want := strings.Join([]string{
+		"-A -t 10.20.30.41:80 -s rr", "-a -t 10.20.30.41:80 -r 10.180.0.1:80 -m -w 1",
+		"-A -t 10.20.30.42:80 -s mh -p 10800 -b mh-port",
+		"-A -u [2020::1]:53 -s rr -p 60", "-a -u [2020::1]:53 -r [1002:ab8::2:10]:53 -m -w 1",
+		"-A --sctp-service 10.20.30.43:80 -s wrr", "-a --sctp-service 10.20.30.43:80 -r 10.180.0.2:8080 -m -w 0",
+	}, "\n") + "\n"
+	if b.String() != want {
+		t.Errorf("written back:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestParseRulesErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"-a -t 1.2.3.4:80 -r 10.0.0.1:80 -m -w 1", "before its service"},
+		{"-A -t 1.2.3.4:80 -s rr\n-A -t 1.2.3.4:80 -s rr", "added twice"},
+		{"-A -t example.com:http -s rr", "numeric"},
+		{"-A -f 7 -s rr", "only -t, -u and --sctp-service"},
+		{"-A -t 1.2.3.4:80 -s rr --pe sip", "not read"},
+		{"-A -t 1.2.3.4:80 -s sh -b mh-port", "not one of sh's"},
+		{"-E -t 1.2.3.4:80 -s rr", "not a -A or -a line"},
+	} {
+		_, err := ParseRulesBytes("in", []byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one saying %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// What ipset 7.17 saved in the guest: extra create options, a host net without /32.
+const savedByIPSet = `create S1 hash:ip,port family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0xb3a2b697
+add S1 1.2.3.4,tcp:80
+create N hash:ip,port,net family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x2214265a
+add N 1.2.3.4,tcp:80,10.0.0.1
+add N 1.2.3.4,tcp:80,10.0.0.0/8
+create B bitmap:port range 0-65535
+add B 3001
+create L6 hash:ip,port family inet6 hashsize 1024 maxelem 65536 bucketsize 12 initval 0x6f232aee
+add L6 2020:0::1,sctp:80
+`
+
+func TestParseSetsSave(t *testing.T) {
+	sets, err := ParseSetsBytes("saved", []byte(savedByIPSet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range sets {
+		got[s.Name] = s.Type + " " + s.Family + " " + strings.Join(s.Entries, " ")
+	}
+	want := map[string]string{
+		"S1": "hash:ip,port inet 1.2.3.4,tcp:80",
+		"N":  "hash:ip,port,net inet 1.2.3.4,tcp:80,10.0.0.0/8 1.2.3.4,tcp:80,10.0.0.1/32",
+		"B":  "bitmap:port  3001",
+		"L6": "hash:ip,port inet6 2020::1,sctp:80",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("set %s: %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// WriteSets' swap sequence leaves exactly the written entries, whatever the set held.
+func TestWriteSetsReplacesEntries(t *testing.T) {
+	sets := []*Set{{Name: "KUBE-CLUSTER-IP", Type: HashIPPort, Family: "inet", HashSize: 1024, MaxElem: 65536, Entries: []string{"10.0.0.1,tcp:80"}}}
+	var b bytes.Buffer
+	if err := WriteSets(&b, sets); err != nil {
+		t.Fatal(err)
+	}
+	before := "create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536\nadd KUBE-CLUSTER-IP 10.9.9.9,udp:53\n"
+	got, err := ParseSetsBytes("node then script", []byte(before+b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || strings.Join(got[0].Entries, " ") != "10.0.0.1,tcp:80" {
+		t.Errorf("after the script the node holds %+v", got)
+	}
+	if _, err := ParseSetsBytes("bad", []byte("create X hash:ip family inet\nadd X 1.2.3.4,tcp:80\n")); err == nil {
+		t.Error("an entry that does not fit hash:ip was read")
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"KUBE-SERVICES":              "KUBE-SERVICES",
+		"kubernetes service portals": "'kubernetes service portals'",
+		"it's":                       `'it'\''s'`,
+		"$(reboot)":                  "'$(reboot)'",
+		"":                           "''",
+	} {
+		if got := quote(in); got != want {
+			t.Errorf("quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+	var b bytes.Buffer
+	s := &sh{w: bufioWriter(&b)}
+	s.comment("ns/svc:port\nrm -rf /")
+	if s.err == nil {
+		t.Error("a comment with a newline was written")
+	}
+	s = &sh{w: bufioWriter(&b)}
+	s.heredoc("cat", "EOF", []byte("a\nEOF\nb\n"))
+	if s.err == nil {
+		t.Error("a here-document whose body ends it early was written")
+	}
+}
+
+func TestEmbeddedProgramsQuoteFree(t *testing.T) {
+	for name, src := range map[string]string{"reconcile.awk": reconcileAWK, "addresses.awk": addressesAWK} {
+		if strings.Contains(awkProgram(src), "'") {
+			t.Errorf("%s holds a single quote outside its comments: it cannot go into the script's single-quoted word", name)
+		}
+	}
+}
+
+// awks are the awk implementations the script meets: Debian's (mawk) on nodes, and
+// busybox's.
+func awks(t *testing.T) [][]string {
+	var out [][]string
+	if p, err := exec.LookPath("awk"); err == nil {
+		out = append(out, []string{p})
+	}
+	if p, err := exec.LookPath("busybox"); err == nil {
+		out = append(out, []string{p, "awk"})
+	}
+	if len(out) == 0 {
+		t.Skip("no awk")
+	}
+	return out
+}
+
+func runAWK(t *testing.T, awk []string, program, input string, vars ...string) (stdout, stderr string) {
+	t.Helper()
+	args := append(append([]string{}, awk[1:]...), vars...)
+	cmd := exec.Command(awk[0], append(args, program)...)
+	cmd.Stdin = strings.NewReader(input)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %v: %s", awk, err, e.String())
+	}
+	return o.String(), e.String()
+}
+
+// The reconcile program against an "ipvsadm -Sn" and "-Ln" of a node: every kind of
+// difference, and the services it must leave alone.
+func TestReconcile(t *testing.T) {
+	want := `-A -t 10.0.0.1:80 -s rr
+-a -t 10.0.0.1:80 -r 10.1.0.1:80 -m -w 1
+-a -t 10.0.0.1:80 -r 10.1.0.2:80 -m -w 1
+-A -u 10.0.0.2:53 -s rr -p 10800
+-a -u 10.0.0.2:53 -r 10.1.0.1:53 -m -w 1
+-A -t 10.0.0.3:80 -s rr
+`
+	have := `-A -t 10.0.0.1:80 -s rr
+-a -t 10.0.0.1:80 -r 10.1.0.2:80 -m -w 0
+-a -t 10.0.0.1:80 -r 10.1.0.3:80 -m -w 1
+-a -t 10.0.0.1:80 -r 10.1.0.4:80 -m -w 1
+-a -t 10.0.0.1:80 -r 10.1.0.5:80 -m -w 0
+-A -u 10.0.0.2:53 -s rr
+-a -u 10.0.0.2:53 -r 10.1.0.9:53 -m -w 1
+-A -t 10.0.0.9:80 -s rr
+-A -t 198.51.100.7:80 -s rr
+-A -t [2001:db8::7]:80 -s rr
+-A -f 7 -s rr
+`
+	list := `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  10.0.0.1:80 rr
+  -> 10.1.0.2:80                  Masq    0      0          0
+  -> 10.1.0.3:80                  Masq    1      1          3
+  -> 10.1.0.4:80                  Masq    1      0          0
+  -> 10.1.0.5:80                  Masq    0      0          2
+UDP  10.0.0.2:53 rr
+  -> 10.1.0.9:53                  Masq    1      0          5
+`
+	expect := []string{
+		"-D -t 10.0.0.9:80",
+		"-E -u 10.0.0.2:53 -s rr -p 10800",
+		"-A -t 10.0.0.3:80 -s rr",
+		"-e -t 10.0.0.1:80 -r 10.1.0.3:80 -m -w 0", // TCP with connections: drains
+		"-d -t 10.0.0.1:80 -r 10.1.0.4:80",         // TCP without: goes
+		"-d -u 10.0.0.2:53 -r 10.1.0.9:53",         // UDP goes at once
+		"-a -t 10.0.0.1:80 -r 10.1.0.1:80 -m -w 1",
+		"-e -t 10.0.0.1:80 -r 10.1.0.2:80 -m -w 1", // weight back to 1
+		"-a -u 10.0.0.2:53 -r 10.1.0.1:53 -m -w 1",
+	} // 10.1.0.5 drains at 0 still: untouched; 198.51.100.7 excluded, IPv6 and -f not ours
+	for _, awk := range awks(t) {
+		out, errOut := runAWK(t, awk, awkProgram(reconcileAWK), want+"%%\n"+have+"%%\n"+list,
+			"-v", "family=4", "-v", "exclude=198.51.100.0/24 10.200.0.0/16")
+		if got := strings.TrimSpace(out); got != strings.Join(expect, "\n") {
+			t.Errorf("%v:\n%s\nwant:\n%s", awk, got, strings.Join(expect, "\n"))
+		}
+		if strings.Count(errOut, "svcgen: ipvsadm ") != len(expect) {
+			t.Errorf("%v told on stderr:\n%s", awk, errOut)
+		}
+		if out, _ := runAWK(t, awk, awkProgram(reconcileAWK), want+"%%\n"+want+"%%\n", "-v", "family=4", "-v", "exclude="); out != "" {
+			t.Errorf("%v: a node in the wanted state gets changes:\n%s", awk, out)
+		}
+	}
+}
+
+func TestReconcileIPv6Exclude(t *testing.T) {
+	have := "-A -t [2001:db8:0:1::7]:80 -s rr\n-A -t [2001:db8:1::7]:80 -s rr\n-A -t 10.0.0.1:80 -s rr\n"
+	for _, awk := range awks(t) {
+		out, _ := runAWK(t, awk, awkProgram(reconcileAWK), "%%\n"+have+"%%\n", "-v", "family=6", "-v", "exclude=2001:db8::/48")
+		if got := strings.TrimSpace(out); got != "-D -t [2001:db8:1::7]:80" {
+			t.Errorf("%v: %q, want only the IPv6 service outside 2001:db8::/48 deleted", awk, got)
+		}
+	}
+}
+
+func TestAddressesProgram(t *testing.T) {
+	in := "10.0.0.1/32\n10.0.0.2/32\n%%\n" +
+		"3: kube-ipvs0    inet 10.0.0.2/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n" +
+		"3: kube-ipvs0    inet 10.0.0.9/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n"
+	for _, awk := range awks(t) {
+		out, _ := runAWK(t, awk, awkProgram(addressesAWK), in)
+		want := "address del 10.0.0.9/32 dev kube-ipvs0\naddress add 10.0.0.1/32 dev kube-ipvs0\n"
+		if out != want {
+			t.Errorf("%v:\n%s\nwant:\n%s", awk, out, want)
+		}
+	}
+}
+
+func bufioWriter(b *bytes.Buffer) *bufio.Writer { return bufio.NewWriter(b) }
