@@ -109,6 +109,14 @@ kube-proxy's partial sync would: its fixed chains in full, the service chains th
 changed, and -X for chains no Service uses any more. --minimal also leaves out fixed
 chains whose rules did not change: the smallest correct restore.
 
+ipvs mode (-m ipvs, or mode: ipvs in the configuration) writes one POSIX shell script
+that sets the node up as kube-proxy's ipvs proxier does: sysctls, the kube-ipvs0 dummy
+interface with every virtual address, the ipsets, the IPVS virtual and real servers,
+and the companion iptables chains. Running it again changes only what differs (IPVS is
+reconciled with the node's ipvsadm -Sn; nothing is cleared). --split -o DIR writes the
+parts as files instead: sysctl.conf, addresses, ipset.restore, ipvsadm.rules and
+iptables.rules.
+
 Services without a ClusterIP or NodePort get one, deterministically; --lock keeps the
 choice stable across runs. Services with a selector and no EndpointSlice get endpoints
 from the Pods they select.`,
@@ -116,7 +124,9 @@ from the Pods they select.`,
   svcgen compile -f cluster.yaml -c kube-proxy.yaml --node worker-1 --noflush -o rules.txt
   svcgen compile -f manifests/ --lock svcgen.lock          # stable ClusterIPs and NodePorts
   iptables-save | svcgen compile -f manifests/ --previous - --minimal | iptables-restore --noflush
-  svcgen compile --dialect minik8s -f ../shared/seed-systems/examples/`,
+  svcgen compile --dialect minik8s -f ../shared/seed-systems/examples/
+  svcgen compile -f examples/ -m ipvs -o node.sh && sudo sh node.sh   # ipvs mode, re-runnable
+  svcgen compile -f examples/ -m ipvs --split -o ipvs/ && sudo ipvsadm -R < ipvs/ipvsadm.rules`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCompile(f, stdin, stdout, stderr)
