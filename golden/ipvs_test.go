@@ -222,18 +222,11 @@ func jumpAndSet(args []string, ipv6 bool) string {
 		return jump
 	}
 	if ipv6 {
-		for _, name := range ipv4SetNames {
+		for _, name := range ipvsadm.SetNames() {
 			if ipvsadm.SetName(name, true) == set {
 				set = name
 			}
 		}
 	}
 	return jump + " " + set
-}
-
-var ipv4SetNames = []string{
-	"KUBE-LOOP-BACK", "KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL", "KUBE-LOAD-BALANCER",
-	"KUBE-LOAD-BALANCER-FW", "KUBE-LOAD-BALANCER-LOCAL", "KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
-	"KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-NODE-PORT-UDP", "KUBE-NODE-PORT-LOCAL-UDP",
-	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
 }

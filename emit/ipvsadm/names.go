@@ -156,3 +156,12 @@ const (
 	FlagSched2     = 0x10 // sh-port / mh-port: kube-proxy sets it with mh
 	FlagSched3     = 0x20
 )
+
+// SetNames are the IPv4 names of the sets kube-proxy's ipvs proxier keeps, in its order.
+func SetNames() []string {
+	out := make([]string, len(setInfo))
+	for i, si := range setInfo {
+		out[i] = si.name
+	}
+	return out
+}
