@@ -1,0 +1,89 @@
+package nft
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"net"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Table, fixed chains, sets and maps of kube-proxy's nftables mode. Everything lives in
+// the kube-proxy table of its family, so no name needs a "kube-" prefix.
+const (
+	tableName = "kube-proxy"
+
+	filterPreroutingPreDNAT = "filter-prerouting-pre-dnat"
+	filterOutputPreDNAT     = "filter-output-pre-dnat"
+	filterInput             = "filter-input"
+	filterForward           = "filter-forward"
+	filterOutput            = "filter-output"
+	natPrerouting           = "nat-prerouting"
+	natOutput               = "nat-output"
+	natPostrouting          = "nat-postrouting"
+
+	servicesChain         = "services"
+	serviceIPsMap         = "service-ips"
+	serviceNodePortsMap   = "service-nodeports"
+	nodePortIPsSet        = "nodeport-ips"
+	clusterIPsSet         = "cluster-ips"
+	serviceEndpointsCheck = "service-endpoints-check"
+	nodePortEndpointCheck = "nodeport-endpoints-check"
+	noEndpointServicesMap = "no-endpoint-services"
+	noEndpointNodePorts   = "no-endpoint-nodeports"
+	rejectChain           = "reject-chain"
+	clusterIPsCheck       = "cluster-ips-check"
+	firewallIPsMap        = "firewall-ips"
+	firewallCheck         = "firewall-check"
+	markMasqChain         = "mark-for-masquerade"
+	masqueradingChain     = "masquerading"
+)
+
+// Prefixes of per-service objects. A per-service chain is recognised by the "/" in its
+// name (no fixed chain has one), an affinity set by its prefix.
+const (
+	prefixService  = "service-"  // Cluster traffic policy
+	prefixLocal    = "local-"    // Local traffic policy
+	prefixExternal = "external-" // external destinations
+	prefixFirewall = "firewall-" // loadBalancerSourceRanges
+	prefixEndpoint = "endpoint-" // one endpoint
+	prefixAffinity = "affinity-" // ClientIP affinity of one endpoint
+)
+
+// nameBaseMax is knftables.NameLengthMax less the longest prefix: 240.
+const nameBaseMax = knftables.NameLengthMax - 16
+
+// hashAndTruncate prefixes a name with the first 8 characters of base32(sha256(name)).
+// Worked example: "ns1/svc1/tcp/p80" hashes to ULMVA6XW, so its Cluster-policy chain is
+// service-ULMVA6XW-ns1/svc1/tcp/p80. Names longer than 240 characters (IPv6 endpoints
+// of maximal names) are cut to 237 and end in "...".
+func hashAndTruncate(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	var enc [56]byte
+	base32.StdEncoding.Encode(enc[:], sum[:])
+	name = string(enc[:8]) + "-" + name
+	if len(name) > nameBaseMax {
+		name = name[:nameBaseMax-3] + "..."
+	}
+	return name
+}
+
+// portBase is "HASH-ns/svc/proto/port".
+func portBase(ns, svc, proto, port string) string {
+	return hashAndTruncate(ns + "/" + svc + "/" + proto + "/" + port)
+}
+
+// endpointBase is "HASH-ns/svc/proto/port__IP/PORT", with the colons of an IPv6
+// address written as dots ("fd00..1").
+func endpointBase(ns, svc, proto, port, endpoint string) string {
+	ip, epPort, _ := net.SplitHostPort(endpoint)
+	ip = strings.ReplaceAll(ip, ":", ".")
+	return hashAndTruncate(ns + "/" + svc + "/" + proto + "/" + port + "__" + ip + "/" + epPort)
+}
+
+// IsServiceChain reports a per-service chain.
+func IsServiceChain(name string) bool { return strings.Contains(name, "/") }
+
+// IsAffinitySet reports a per-endpoint affinity set.
+func IsAffinitySet(name string) bool { return strings.HasPrefix(name, prefixAffinity) }

@@ -1,0 +1,333 @@
+package nft
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/upstreamtest"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/load"
+	"sigs.k8s.io/knftables"
+)
+
+// The worked examples of the spec (upstream's Test_servicePortChainNameBase and the
+// names in its expected dumps).
+func TestHashAndTruncate(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"ns1/svc1/tcp/p80", "ULMVA6XW-ns1/svc1/tcp/p80"},
+		{"ns1/svc1/tcp/p80__10.180.0.1/80", "5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80"},
+		{"ns2/svc2/tcp/p80", "42NFTM6N-ns2/svc2/tcp/p80"},
+		{"ns5/svc5/tcp/p80__10.180.0.3/80", "GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80"},
+		{"ns2/svc2/tcp/p8080", "MHHHYRWA-ns2/svc2/tcp/p8080"},
+		{"testing/service/tcp/http", "P4ZYZVCF-testing/service/tcp/http"},
+		{"testing/service/tcp/https", "LZBRENCP-testing/service/tcp/https"},
+	} {
+		if got := hashAndTruncate(tc.in); got != tc.want {
+			t.Errorf("hashAndTruncate(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := endpointBase("testing", "service", "tcp", "http", "[fd80:abcd:12::a1b2:c3d4:e5f6:9999]:80"); got != "U7E2ET36-testing/service/tcp/http__fd80.abcd.12..a1b2.c3d4.e5f6.9999/80" {
+		t.Errorf("IPv6 endpoint base = %q", got)
+	}
+	long := strings.Repeat("a", 63)
+	got := endpointBase(long, long, "sctp", long, "[1234:5678:9abc:def0::abcd:1234:5678]:443")
+	if len(got) != nameBaseMax || got[8] != '-' || !strings.HasSuffix(got, "__1234.5678.9abc.def0..abcd.1234...") {
+		t.Errorf("truncated endpoint base = %q (%d characters), want %d ending in __1234.5678.9abc.def0..abcd.1234...", got, len(got), nameBaseMax)
+	}
+}
+
+// compileFiles compiles manifests for nftables mode.
+func compileFiles(t *testing.T, files ...string) *ir.ServiceMap {
+	t.Helper()
+	res, err := pipeline.Run(pipeline.Inputs{Files: files}, pipeline.Settings{Mode: compiler.NFTables})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Map
+}
+
+// compileYAML compiles manifests given as text.
+func compileYAML(t *testing.T, manifests string) *ir.ServiceMap {
+	t.Helper()
+	l := &load.Loader{}
+	l.Bytes("test.yaml", []byte(manifests))
+	if err := l.Errors.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{Mode: compiler.NFTables})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Map
+}
+
+func write(t *testing.T, sm *ir.ServiceMap, opts Options) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Write(&b, sm, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// dump is a state as knftables' Fake.Dump prints it, sorted as upstream's tests sort
+// (set and map elements have no order).
+func dump(t *testing.T, st *State) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteState(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	return upstreamtest.SortNFTablesTransaction(b.String())
+}
+
+// applyScript runs script text through knftables' Fake (which checks that every chain,
+// set and map a rule or element names exists, and that deletes find their object) on
+// top of an earlier state, and returns the table it leaves.
+func applyScript(t *testing.T, before []byte, script []byte) *State {
+	t.Helper()
+	rs, err := ParseBytes("script", append(append([]byte(nil), before...), script...))
+	if err != nil {
+		t.Fatalf("the script does not apply: %v", err)
+	}
+	return rs.Tables[knftables.IPv4Family]
+}
+
+func TestScriptBuildsItsTable(t *testing.T) {
+	sm := compileFiles(t, "../../examples")
+	script := write(t, sm, Options{})
+	got := applyScript(t, nil, script)
+	if d, w := dump(t, got), dump(t, Build(sm)); d != w {
+		t.Errorf("the script leaves another table than it describes:\n%s\nwant:\n%s", d, w)
+	}
+	// Running it again on top of itself leaves the same table.
+	again := applyScript(t, script, script)
+	if d, w := dump(t, again), dump(t, Build(sm)); d != w {
+		t.Errorf("the script run twice leaves:\n%s\nwant:\n%s", d, w)
+	}
+}
+
+func TestStagesBuildTheSameTable(t *testing.T) {
+	sm := compileFiles(t, "../../examples")
+	staged := write(t, sm, Options{Stages: true})
+	if !bytes.HasPrefix(staged, []byte("#!/bin/sh\n")) {
+		t.Fatalf("staged output is not a shell script:\n%s", staged)
+	}
+	if n := bytes.Count(staged, []byte("nft -f - <<'SVCGEN_STAGE_")); n != 4 {
+		t.Errorf("%d stages, want 4", n)
+	}
+	got := applyScript(t, write(t, sm, Options{}), staged)
+	if d, w := dump(t, got), dump(t, Build(sm)); d != w {
+		t.Errorf("the staged script leaves:\n%s\nwant:\n%s", d, w)
+	}
+	// Each stage must refer only to earlier stages; no hook before the last one.
+	st := Build(sm)
+	stages := Stages(st)
+	for i, ops := range stages[:len(stages)-1] {
+		for _, o := range ops {
+			if c, ok := o.Obj.(*knftables.Chain); ok && c.Hook != nil {
+				t.Errorf("stage %d adds base chain %s; base chains belong to the last stage", i+1, c.Name)
+			}
+		}
+	}
+}
+
+// editExamples returns a copy of the examples with edits applied to cluster.yaml.
+func editExamples(t *testing.T, edits ...[2]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"cluster.yaml", "list.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../../examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		if name == "cluster.yaml" {
+			for _, e := range edits {
+				if !strings.Contains(s, e[0]) {
+					t.Fatalf("examples changed: %q not found", e[0])
+				}
+				s = strings.Replace(s, e[0], e[1], 1)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestPartialSync(t *testing.T) {
+	before := write(t, compileFiles(t, "../../examples"), Options{})
+	prev, err := ParseBytes("before", before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("nothing changed writes nothing", func(t *testing.T) {
+		if out := write(t, compileFiles(t, "../../examples"), Options{Previous: prev}); len(out) != 0 {
+			t.Errorf("partial sync without changes wrote:\n%s", out)
+		}
+	})
+	t.Run("an endpoint leaves", func(t *testing.T) {
+		// hello-2 no longer matches the selector of both hello Services.
+		sm := compileFiles(t, editExamples(t, [2]string{"name: hello-2\n  namespace: default\n  labels:\n    app: hello", "name: hello-2\n  namespace: default\n  labels:\n    app: other"}))
+		out := write(t, sm, Options{Previous: prev})
+		text := string(out)
+		for _, want := range []string{
+			"flush chain ip kube-proxy service-2E7DC2X4-default/hello-service/tcp/http\n",
+			"numgen random mod 1 vmap",
+			"delete chain ip kube-proxy endpoint-Q2MXAZSI-default/hello-service/tcp/http__198.18.2.12/8080\n",
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("partial sync lacks %q:\n%s", want, text)
+			}
+		}
+		if strings.Contains(text, "shop/cart") || strings.Contains(text, "add table") {
+			t.Errorf("partial sync rewrote what did not change:\n%s", text)
+		}
+		got := applyScript(t, before, out)
+		if d, w := dump(t, got), dump(t, Build(sm)); d != w {
+			t.Errorf("previous + partial sync:\n%s\nwant the whole new table:\n%s", d, w)
+		}
+	})
+	t.Run("a Service leaves and elements follow", func(t *testing.T) {
+		sm := compileFiles(t, editExamples(t, [2]string{"name: hello-service2\n", "name: hello-service3\n"}))
+		out := write(t, sm, Options{Previous: prev})
+		text := string(out)
+		for _, want := range []string{"delete element ip kube-proxy service-ips {", "delete chain ip kube-proxy service-7TLBIAYF-default/hello-service2/tcp/http\n", "add element ip kube-proxy service-ips {"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("partial sync lacks %q:\n%s", want, text)
+			}
+		}
+		got := applyScript(t, before, out)
+		if d, w := dump(t, got), dump(t, Build(sm)); d != w {
+			t.Errorf("previous + partial sync:\n%s\nwant the whole new table:\n%s", d, w)
+		}
+	})
+	t.Run("a fixed change rewrites the table", func(t *testing.T) {
+		sm := compileFiles(t, editExamples(t, [2]string{"198.19.0.0/16", "198.18.0.0/15"}))
+		out := write(t, sm, Options{Previous: prev})
+		if !bytes.HasPrefix(out, []byte("add table ip kube-proxy")) || !bytes.Contains(out, []byte("\ndelete table ip kube-proxy\n")) {
+			t.Errorf("a changed ServiceCIDR should rewrite the whole table, got:\n%s", out)
+		}
+	})
+}
+
+// testdata/examples.list is "nft list ruleset" of a namespace where the script of
+// ../../examples was loaded (nft 1.0.6). Read back, it is the table svcgen wants: a
+// partial sync against it writes nothing.
+func TestListingRoundTrip(t *testing.T) {
+	data, err := os.ReadFile("testdata/examples.list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := ParseBytes("examples.list", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Build(compileFiles(t, "../../examples"))
+	got := rs.Tables[knftables.IPv4Family]
+	if ops := partialOps(got, want); len(ops) != 0 {
+		var b bytes.Buffer
+		writeOps(&b, want.Family, ops)
+		t.Errorf("the listing differs from the table svcgen wants; partial sync:\n%s", b.String())
+	}
+	// Rules read back in knftables' spelling, except what Canonical undoes.
+	for name, c := range want.Chains {
+		for i, r := range c.Rules {
+			g := got.Chains[name].Rules[i]
+			if g.Rule != r.Rule && Canonical(g.Rule) != Canonical(r.Rule) {
+				t.Errorf("chain %s rule %d: listed %q, written %q", name, i, g.Rule, r.Rule)
+			}
+		}
+	}
+	if got.Chains[markMasqChain].Rules[0].Rule != want.Chains[markMasqChain].Rules[0].Rule {
+		t.Errorf("mark rule read back as %q", got.Chains[markMasqChain].Rules[0].Rule)
+	}
+}
+
+func TestListingSpellings(t *testing.T) {
+	listing := `table ip6 other {
+	chain x {
+		type filter hook input priority filter; policy drop;
+		tcp dport 22 accept
+	}
+}
+table ip6 kube-proxy {
+	comment "rules for kube-proxy"
+	set affinity-X {
+		type ipv6_addr
+		size 65535
+		flags dynamic,timeout
+		timeout 3h
+		elements = { fd00::1 timeout 3h expires 2h59m58s }
+	}
+
+	map service-ips {
+		type ipv6_addr . inet_proto . inet_service : verdict
+		comment "ClusterIP, ExternalIP and LoadBalancer IP traffic"
+		elements = { fd00::10 . tcp . 80 : goto a,
+			     fd00::11 . udp . 53 comment "ns/svc:dns" : drop }
+	}
+
+	chain a {
+		iifname "veth*" goto b comment "short-circuit pod traffic"
+		ip6 saddr != { 2001:db8::/64, fd00::/64 } drop
+		ip6 daddr fd00:10:96::/112 drop comment "Drop traffic to unallocated ClusterIPs"
+		meta mark & 0x00004000 == 0x00000000 return
+		meta mark set meta mark ^ 0x00004000
+	}
+
+	chain b {
+		type nat hook prerouting priority dstnat - 10; policy accept;
+		numgen random mod 2 vmap { 0 : goto a, 1 : goto a }
+	}
+}
+`
+	rs, err := ParseBytes("listing", []byte(listing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Tables) != 1 {
+		t.Fatalf("read %d kube-proxy tables, want the ip6 one only", len(rs.Tables))
+	}
+	st := rs.Tables[knftables.IPv6Family]
+	wantRules := []string{
+		"iifname veth* goto b",
+		"ip6 saddr != { 2001:db8::/64 , fd00::/64 } drop",
+		"ip6 daddr fd00:10:96::/112 drop",
+		"mark and 0x00004000 == 0 return",
+		"mark set mark xor 0x00004000",
+	}
+	for i, w := range wantRules {
+		if got := st.Chains["a"].Rules[i].Rule; got != w {
+			t.Errorf("rule %d read as %q, want %q", i, got, w)
+		}
+	}
+	if c := st.Chains["a"].Rules[0].Comment; c == nil || *c != "short-circuit pod traffic" {
+		t.Errorf("rule comment = %v", c)
+	}
+	if Canonical("ip6 daddr { fd00:10:96::/112 } drop") != Canonical(st.Chains["a"].Rules[2].Rule) {
+		t.Errorf("a one-entry anonymous set should compare equal to its listing")
+	}
+	b := st.Chains["b"].Obj
+	if b.Hook == nil || *b.Priority != "-110" || b.Policy != nil {
+		t.Errorf("base chain read as %+v", b)
+	}
+	if got := st.Chains["b"].Rules[0].Rule; got != "numgen random mod 2 vmap { 0 : goto a , 1 : goto a }" {
+		t.Errorf("vmap read as %q", got)
+	}
+	aff := st.Sets["affinity-X"]
+	if aff.Set.Size != nil || aff.Set.Timeout == nil || aff.Set.Timeout.Hours() != 3 || len(aff.Elements) != 0 {
+		t.Errorf("affinity set read as %+v with %d elements (dynamic entries are state, not ruleset)", aff.Set, len(aff.Elements))
+	}
+	m := st.Maps[serviceIPsMap]
+	if len(m.Elements) != 2 || strings.Join(m.Elements[1].Key, " . ") != "fd00::11 . udp . 53" || m.Elements[1].Value[0] != "drop" || *m.Elements[1].Comment != "ns/svc:dns" {
+		t.Errorf("map elements read as %+v", m.Elements)
+	}
+}

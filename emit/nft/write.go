@@ -1,0 +1,193 @@
+// Package nft writes a service map as kube-proxy's nftables rules (the v1.34/v1.35
+// layout), as an "nft -f" script, and reads such scripts back.
+//
+// # Output
+//
+// The default script owns its table: it adds the table, deletes it and writes it
+// again, all in one nft transaction, so running it twice leaves the same table and
+// nothing else is touched. Objects come in the order knftables' Fake.Dump prints them:
+// table; chains, sets and maps by name; rules chain by chain; elements. That order never
+// refers to an object before it exists, and it is the order of upstream's expected
+// dumps, so svcgen's text sorts the way upstream sorts to the same text.
+//
+// With Stages, the same state is written as three transactions (objects, rules,
+// elements) wrapped in a shell script; see Options.Stages for the trade-off.
+//
+// With Previous, the output is kube-proxy's partial sync against an earlier state: the
+// chains of changed services flushed and rewritten, map and set elements added, replaced
+// and deleted, stale chains flushed and deleted. Object text is always knftables'.
+package nft
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+
+	"github.com/svcgen/svcgen/ir"
+	"sigs.k8s.io/knftables"
+)
+
+// Options control the output.
+type Options struct {
+	// Previous is what is loaded now: an earlier svcgen script or "nft list ruleset"
+	// output (see Parse). When set, only what changed since is written; when it has no
+	// kube-proxy table of the service map's family, the whole table is.
+	Previous *Ruleset
+	// Stages writes the table in three nft transactions (chains, sets and maps; then
+	// rules; then elements) as a shell script. One large transaction is much slower in
+	// nft than three (see README), but between the transactions the table is incomplete:
+	// for the few seconds of a staged load, new connections to Services may fail.
+	Stages bool
+}
+
+// chunk is how many objects go into one knftables transaction while writing, so the
+// text streams instead of being built whole.
+const chunk = 4096
+
+// Write writes the table for a service map.
+func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
+	st := Build(sm)
+	bw := bufio.NewWriterSize(out, 64<<10)
+	var err error
+	switch {
+	case opts.Previous != nil:
+		prev := opts.Previous.Tables[st.Family]
+		if prev == nil {
+			err = writeScript(bw, st)
+		} else {
+			err = writeOps(bw, st.Family, partialOps(prev, st))
+		}
+	case opts.Stages:
+		err = writeStages(bw, st)
+	default:
+		err = writeScript(bw, st)
+	}
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// Op is one nft operation: a verb (add, flush or delete) and its object.
+type Op struct {
+	Verb string
+	Obj  knftables.Object
+}
+
+func adds(objs []knftables.Object) []Op {
+	ops := make([]Op, len(objs))
+	for i, o := range objs {
+		ops[i] = Op{"add", o}
+	}
+	return ops
+}
+
+// replaceTable is "add table" then "delete table": whether or not the table existed,
+// it is gone, and the table the following lines build holds only what they add.
+func replaceTable(st *State) []Op {
+	return []Op{{"add", st.Table}, {"delete", &knftables.Table{}}}
+}
+
+func writeScript(w io.Writer, st *State) error {
+	return writeOps(w, st.Family, append(replaceTable(st), adds(st.Objects())...))
+}
+
+// WriteState writes a state as knftables' Fake.Dump would: "add" lines only.
+func WriteState(w io.Writer, st *State) error {
+	return writeOps(w, st.Family, adds(st.Objects()))
+}
+
+// writeOps writes operations through knftables transactions, a chunk at a time.
+func writeOps(w io.Writer, family knftables.Family, ops []Op) error {
+	fake := knftables.NewFake(family, tableName)
+	for start := 0; start < len(ops); start += chunk {
+		end := min(start+chunk, len(ops))
+		tx := fake.NewTransaction()
+		for _, o := range ops[start:end] {
+			switch o.Verb {
+			case "add":
+				tx.Add(o.Obj)
+			case "flush":
+				tx.Flush(o.Obj)
+			case "delete":
+				tx.Delete(o.Obj)
+			}
+		}
+		text := tx.String()
+		if i := lastErrorLine(text); i >= 0 {
+			return fmt.Errorf("nftables: %s", text[i+len("# ERROR: "):])
+		}
+		if _, err := io.WriteString(w, text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lastErrorLine finds the error knftables appends to a transaction it refused.
+func lastErrorLine(text string) int {
+	const marker = "# ERROR: "
+	for i := len(text) - len(marker); i >= 0; i-- {
+		if text[i:i+len(marker)] == marker && (i == 0 || text[i-1] == '\n') {
+			return i
+		}
+	}
+	return -1
+}
+
+// stageHeader starts the staged shell script.
+const stageHeader = `#!/bin/sh
+# kube-proxy's nftables table, loaded in stages (svcgen compile --stages): regular chains,
+# sets and maps; their rules; the set and map elements; then the base chains that hook
+# the table into netfilter. Not atomic: see svcgen's README.
+set -e
+`
+
+// Stages splits the state into the transactions of a staged load, in load order:
+// the table (replacing an older one) with its regular chains, sets and maps; the rules
+// of the regular chains; every set and map element; the base chains with their rules.
+// Each stage refers only to objects of earlier stages, and no packet meets the table
+// before the last stage hooks it in.
+func Stages(st *State) [][]Op {
+	var defs, rules, elems, hooks []Op
+	defs = replaceTable(st)
+	for _, o := range st.Objects() {
+		switch o := o.(type) {
+		case *knftables.Chain:
+			if o.Hook != nil {
+				hooks = append(hooks, Op{"add", o})
+			} else {
+				defs = append(defs, Op{"add", o})
+			}
+		case *knftables.Rule:
+			if st.Chains[o.Chain].Obj.Hook != nil {
+				hooks = append(hooks, Op{"add", o})
+			} else {
+				rules = append(rules, Op{"add", o})
+			}
+		case *knftables.Element:
+			elems = append(elems, Op{"add", o})
+		default:
+			defs = append(defs, Op{"add", o})
+		}
+	}
+	return [][]Op{defs, rules, elems, hooks}
+}
+
+func writeStages(w io.Writer, st *State) error {
+	if _, err := io.WriteString(w, stageHeader); err != nil {
+		return err
+	}
+	for i, ops := range Stages(st) {
+		if _, err := fmt.Fprintf(w, "nft -f - <<'SVCGEN_STAGE_%d'\n", i+1); err != nil {
+			return err
+		}
+		if err := writeOps(w, st.Family, ops); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "SVCGEN_STAGE_%d\n", i+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
