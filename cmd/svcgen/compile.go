@@ -91,6 +91,7 @@ type compileFlags struct {
 	minimal  bool
 	output   string
 	split    bool
+	stages   bool // nftables: see compile_nft.go
 }
 
 func newCompile(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -139,6 +140,7 @@ from the Pods they select.`,
 	fl.BoolVar(&f.minimal, "minimal", false, "with --previous: also leave out fixed chains that did not change")
 	fl.StringVarP(&f.output, "output", "o", "", "write to this file (through a temporary file and a rename) instead of stdout")
 	fl.BoolVar(&f.split, "split", false, "ipvs mode: write the script's parts as separate files into the folder -o names")
+	fl.BoolVar(&f.stages, "stages", false, "nftables: write a shell script that loads the table in stages (faster for large clusters, not atomic)")
 	return cmd
 }
 
@@ -158,8 +160,14 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 		return err
 	}
 	printProblems(stderr, res.Warnings)
+	if f.stages && res.Mode != compiler.NFTables {
+		return usagef("--stages is for nftables mode")
+	}
 	if res.Mode == compiler.IPVS {
 		return runCompileIPVS(f, res, stdout)
+	}
+	if res.Mode == compiler.NFTables {
+		return runCompileNFT(f, res, stdin, stdout)
 	}
 	if f.split {
 		return usagef("--split needs ipvs mode (-m ipvs)")
@@ -194,7 +202,7 @@ func emitter(res *pipeline.Result, opts iptables.Options) (func(io.Writer) error
 	case compiler.IPTables:
 		return func(w io.Writer) error { return iptables.Write(w, res.Map, opts) }, nil
 	}
-	return nil, &pipeline.InputError{Err: fmt.Errorf("mode %s: not available in this version of svcgen (iptables is)", res.Mode)}
+	return nil, &pipeline.InputError{Err: fmt.Errorf("mode %s: not available in this version of svcgen (iptables, ipvs and nftables are)", res.Mode)}
 }
 
 func readPrevious(path string, stdin io.Reader) (*iptables.Ruleset, error) {

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/svcgen/svcgen/emit/nft"
+	"github.com/svcgen/svcgen/internal/pipeline"
+)
+
+// runCompileNFT writes nftables mode's output: the whole kube-proxy table as one nft
+// transaction, the same in stages (--stages), or only what changed since --previous.
+func runCompileNFT(f *compileFlags, res *pipeline.Result, stdin io.Reader, stdout io.Writer) error {
+	switch {
+	case f.noflush:
+		return usagef("--noflush is for iptables mode; the nftables script owns its table and touches nothing else")
+	case f.minimal:
+		return usagef("--minimal is for iptables mode; nftables output with --previous is always minimal")
+	case f.split:
+		return usagef("--split needs ipvs mode (-m ipvs)")
+	case f.stages && f.previous != "":
+		return usagef("--stages writes the whole table; it cannot be combined with --previous")
+	}
+	opts := nft.Options{Stages: f.stages}
+	if f.previous != "" {
+		prev, err := readPreviousNFT(f.previous, stdin)
+		if err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+		opts.Previous = prev
+	}
+	err := writeOutput(f.output, stdout, func(w io.Writer) error { return nft.Write(w, res.Map, opts) })
+	if err != nil {
+		return err
+	}
+	if f.lock != "" {
+		return writeLock(f.lock, res.Lock)
+	}
+	return nil
+}
+
+// readPreviousNFT reads an earlier svcgen script or "nft list ruleset" output.
+func readPreviousNFT(path string, stdin io.Reader) (*nft.Ruleset, error) {
+	if path == "-" {
+		return nft.Parse("<stdin>", stdin)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	return nft.Parse(path, fh)
+}
