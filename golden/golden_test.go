@@ -6,11 +6,13 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/diff"
+	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
@@ -26,6 +28,13 @@ type goldenCase struct {
 	chain    []string
 	// fullSync: a step that kube-proxy ran as a full sync ("sync: full" in the README).
 	fullSync bool
+	// modes the case is compiled in ("modes:" in the README; default every mode).
+	modes []string
+}
+
+// has reports whether the case is compiled in a mode.
+func (c goldenCase) has(mode string) bool {
+	return len(c.modes) == 0 || slices.Contains(c.modes, mode)
 }
 
 func findCases(t *testing.T) []goldenCase {
@@ -42,6 +51,9 @@ func findCases(t *testing.T) []goldenCase {
 			}
 			if v, ok := strings.CutPrefix(line, "chain:"); ok {
 				c.chain = strings.Fields(v)
+			}
+			if v, ok := strings.CutPrefix(line, "modes:"); ok {
+				c.modes = strings.Fields(v)
 			}
 			if strings.TrimSpace(line) == "sync: full" {
 				c.fullSync = true
@@ -68,6 +80,12 @@ func TestGolden(t *testing.T) {
 }
 
 func runCase(t *testing.T, c goldenCase) {
+	if c.has("nftables") {
+		t.Run("nftables", func(t *testing.T) { runNFTCase(t, c) })
+	}
+	if !c.has("iptables") {
+		return
+	}
 	res := compileCase(t, c, false)
 	opts := iptables.Options{Format: iptables.NoFlush}
 	if prev := previousStep(t, c); prev != nil {
@@ -120,6 +138,12 @@ func twoDigits(n int) string {
 // objects that never passed an API server.
 func compileCase(t *testing.T, c goldenCase, reverse bool) *pipeline.Result {
 	t.Helper()
+	return compileCaseMode(t, c, reverse, "")
+}
+
+// compileCaseMode is compileCase in a mode ("" for the configuration's).
+func compileCaseMode(t *testing.T, c goldenCase, reverse bool, mode compiler.Mode) *pipeline.Result {
+	t.Helper()
 	l := &load.Loader{}
 	for _, name := range []string{"input.yaml", "config.yaml"} {
 		data, err := os.ReadFile(filepath.Join(c.dir, name))
@@ -142,7 +166,7 @@ func compileCase(t *testing.T, c goldenCase, reverse bool) *pipeline.Result {
 	if err := l.Errors.Err(); err != nil {
 		t.Fatalf("loading: %v", err)
 	}
-	res, err := pipeline.Compile(&l.Cluster, l.Warnings.List(), false, pipeline.Settings{NoAllocate: c.upstream != ""})
+	res, err := pipeline.Compile(&l.Cluster, l.Warnings.List(), false, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode})
 	if err != nil {
 		t.Fatalf("compiling: %v", err)
 	}

@@ -1,0 +1,137 @@
+package golden
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/emit/nft"
+	"github.com/svcgen/svcgen/internal/upstreamtest"
+	"github.com/svcgen/svcgen/ir"
+)
+
+// runNFTCase compiles a case in nftables mode and compares nftables.nft. A step of a
+// multi-step case, or a case whose README names a "previous:" file, is compiled with
+// --previous; the table it leaves is that previous table with the output applied.
+// That table is compared with upstream.nft as upstream compares, and traced through
+// flows.yaml in cases that are nftables only.
+func runNFTCase(t *testing.T, c goldenCase) {
+	res := compileCaseMode(t, c, false, compiler.NFTables)
+	before := nftBefore(t, c)
+	var opts nft.Options
+	if before != nil {
+		prev, err := nft.ParseBytes("previous", before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Previous = prev
+	}
+	got := emitNFT(t, res.Map, opts)
+	compareFile(t, filepath.Join(c.dir, "nftables.nft"), got)
+	if again := emitNFT(t, compileCaseMode(t, c, true, compiler.NFTables).Map, opts); !bytes.Equal(again, got) {
+		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
+	}
+	table := nftTable(t, res.Map, append(append([]byte(nil), before...), got...))
+	if exp, err := os.ReadFile(filepath.Join(c.dir, "upstream.nft")); err == nil {
+		compareUpstreamNFT(t, c, table, exp)
+	}
+	if want, ok := readmeValue(c, "operations:"); ok {
+		n, err := strconv.Atoi(want)
+		if err != nil {
+			t.Fatalf("README operations: %v", err)
+		}
+		if ops := countOps(got); ops != n {
+			t.Errorf("%d operations, upstream's partial sync has %d (%s):\n%s", ops, n, c.upstream, got)
+		}
+	}
+}
+
+// nftBefore is the table on the node before the case: the previous step's whole
+// script, or the README's "previous:" file (upstream's fake writes the mark as 0x4000;
+// the node's is 0x00004000).
+func nftBefore(t *testing.T, c goldenCase) []byte {
+	if name, ok := readmeValue(c, "previous:"); ok {
+		data, err := os.ReadFile(filepath.Join(c.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []byte(strings.ReplaceAll(string(data), "0x4000", "0x00004000"))
+	}
+	base := filepath.Base(c.dir)
+	n, ok := strings.CutPrefix(base, "step-")
+	if !ok || n == "01" {
+		return nil
+	}
+	num, err := strconv.Atoi(n)
+	if err != nil {
+		t.Fatalf("step folder %s: %v", base, err)
+	}
+	prev := goldenCase{dir: filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1)), upstream: c.upstream}
+	return emitNFT(t, compileCaseMode(t, prev, false, compiler.NFTables).Map, nft.Options{})
+}
+
+// readmeValue is the rest of the README line that starts with key.
+func readmeValue(c goldenCase, key string) (string, bool) {
+	readme, _ := os.ReadFile(filepath.Join(c.dir, "README"))
+	for _, line := range strings.Split(string(readme), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
+}
+
+func emitNFT(t *testing.T, sm *ir.ServiceMap, opts nft.Options) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := nft.Write(&b, sm, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// nftTable applies script text (through knftables' Fake, which refuses a reference
+// to a missing object) and returns the table of the service map's family it leaves.
+func nftTable(t *testing.T, sm *ir.ServiceMap, script []byte) *nft.State {
+	t.Helper()
+	rs, err := nft.ParseBytes("script", script)
+	if err != nil {
+		t.Fatalf("the script does not apply: %v", err)
+	}
+	for _, st := range rs.Tables {
+		return st
+	}
+	t.Fatal("the script leaves no table")
+	return nil
+}
+
+// countOps counts the operations of a script: its lines that are not blank or comments.
+func countOps(script []byte) int {
+	n := 0
+	for _, l := range strings.Split(string(script), "\n") {
+		if l = strings.TrimSpace(l); l != "" && l[0] != '#' {
+			n++
+		}
+	}
+	return n
+}
+
+// compareUpstreamNFT compares a table with upstream's expected dump as upstream does:
+// both as knftables' Fake.Dump prints them, sorted by sortNFTablesTransaction. The mark
+// is 0x4000 in upstream's fake and 0x00004000 on a node.
+func compareUpstreamNFT(t *testing.T, c goldenCase, table *nft.State, exp []byte) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := nft.WriteState(&b, table); err != nil {
+		t.Fatal(err)
+	}
+	ours := upstreamtest.SortNFTablesTransaction(strings.ReplaceAll(b.String(), "0x00004000", "0x4000"))
+	theirs := upstreamtest.SortNFTablesTransaction(string(exp))
+	if ours != theirs {
+		t.Errorf("differs from upstream (%s), both sorted as upstream sorts:\n%s", c.upstream, lineDiff("upstream", []byte(theirs+"\n"), "svcgen", []byte(ours+"\n")))
+	}
+}
