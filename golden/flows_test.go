@@ -29,18 +29,8 @@ type flowFile struct {
 	} `yaml:"flows"`
 }
 
-// runFlows traces each flow through the complete ruleset of the case and compares the
-// endpoints (as a set, as upstream lists them in rule order) or verdict, and the
-// masquerade decision.
+// runFlows traces each flow through the complete iptables ruleset of the case.
 func runFlows(t *testing.T, c goldenCase, res *pipeline.Result) {
-	data, err := os.ReadFile(filepath.Join(c.dir, "flows.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ff flowFile
-	if err := yaml.Unmarshal(data, &ff); err != nil {
-		t.Fatalf("flows.yaml: %v", err)
-	}
 	var b bytes.Buffer
 	if err := iptables.Write(&b, res.Map, iptables.Options{Format: iptables.Complete}); err != nil {
 		t.Fatal(err)
@@ -53,19 +43,35 @@ func runFlows(t *testing.T, c goldenCase, res *pipeline.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkFlows(t, c, tr.Trace)
+}
+
+// checkFlows traces each flow of the case's flows.yaml and compares the endpoints (as
+// a set, as upstream lists them in rule order) or verdict, and the masquerade
+// decision.
+func checkFlows(t *testing.T, c goldenCase, traceFn func(trace.Packet) (*trace.Result, error)) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(c.dir, "flows.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ff flowFile
+	if err := yaml.Unmarshal(data, &ff); err != nil {
+		t.Fatalf("flows.yaml: %v", err)
+	}
 	for _, f := range ff.Flows {
 		proto := strings.ToLower(f.Protocol)
 		if proto == "" {
 			proto = "tcp"
 		}
 		p := trace.Packet{Src: netip.MustParseAddr(f.SourceIP), Dst: netip.MustParseAddr(f.DestIP), DPort: f.DestPort, Proto: proto}
-		r, err := tr.Trace(p)
+		r, err := traceFn(p)
 		if err != nil {
 			t.Errorf("%s: %v", f.Name, err)
 			continue
 		}
 		got, want := splitSorted(r.Summary()), splitSorted(f.Output)
-		// Upstream's tracer reports masq when any path jumped to KUBE-MARK-MASQ.
+		// Upstream's tracers report masq when any path jumped to the masquerade mark.
 		masq := false
 		for _, o := range r.Outcomes {
 			masq = masq || o.Masquerade || o.Marked

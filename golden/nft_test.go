@@ -10,7 +10,9 @@ import (
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/nft"
+	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
+	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -38,6 +40,9 @@ func runNFTCase(t *testing.T, c goldenCase) {
 	table := nftTable(t, res.Map, append(append([]byte(nil), before...), got...))
 	if exp, err := os.ReadFile(filepath.Join(c.dir, "upstream.nft")); err == nil {
 		compareUpstreamNFT(t, c, table, exp)
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "flows.yaml")); err == nil && !c.has("iptables") {
+		runNFTFlows(t, c, res, table)
 	}
 	if want, ok := readmeValue(c, "operations:"); ok {
 		n, err := strconv.Atoi(want)
@@ -134,4 +139,14 @@ func compareUpstreamNFT(t *testing.T, c goldenCase, table *nft.State, exp []byte
 	if ours != theirs {
 		t.Errorf("differs from upstream (%s), both sorted as upstream sorts:\n%s", c.upstream, lineDiff("upstream", []byte(theirs+"\n"), "svcgen", []byte(ours+"\n")))
 	}
+}
+
+// runNFTFlows traces each flow of flows.yaml through the table and compares as
+// runFlows does for iptables.
+func runNFTFlows(t *testing.T, c goldenCase, res *pipeline.Result, table *nft.State) {
+	tr, err := trace.NewNFT(table, hostOf(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFlows(t, c, tr.Trace)
 }

@@ -1,0 +1,76 @@
+package trace
+
+import (
+	"math/big"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/svcgen/svcgen/emit/nft"
+	"sigs.k8s.io/knftables"
+)
+
+// The tracer reads the table as nft lists it too: testdata/examples.list of package
+// nft is "nft list ruleset" of the examples loaded into a namespace.
+func TestNFTTraceListing(t *testing.T) {
+	data, err := os.ReadFile("../emit/nft/testdata/examples.list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := nft.ParseBytes("examples.list", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := Host{Local: []netip.Addr{netip.MustParseAddr("198.18.0.1")}}
+	tr, err := NewNFT(rs.Tables[knftables.IPv4Family], host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, outside := netip.MustParseAddr("198.18.1.250"), netip.MustParseAddr("203.0.113.9")
+	for _, tc := range []struct {
+		name     string
+		src, dst string
+		port     uint16
+		want     string
+		masq     bool
+		affinity bool
+	}{
+		{"pod to hello-service", pod.String(), "198.19.43.152", 12345, "198.18.1.11:8080, 198.18.2.12:8080", false, false},
+		{"outside to hello-service2's NodePort", outside.String(), "198.18.0.1", 32266, "198.18.1.11:8080, 198.18.2.12:8080", true, false},
+		// The node address is inside the examples' clusterCIDR (198.18.0.0/15): not masqueraded.
+		{"node to hello-service", "198.18.0.1", "198.19.43.152", 12345, "198.18.1.11:8080, 198.18.2.12:8080", false, false},
+		{"pod to checkout, no endpoints", pod.String(), "198.19.0.81", 80, "REJECT", false, false},
+		{"pod to a wrong port of a cluster IP", pod.String(), "198.19.43.152", 80, "REJECT", false, false},
+		{"pod to an unallocated cluster IP", pod.String(), "198.19.7.7", 80, "DROP", false, false},
+		{"pod to cart, affinity", pod.String(), "198.19.0.80", 80, "198.18.1.21:8080, 198.18.2.22:8080", false, true},
+	} {
+		r, err := tr.Trace(Packet{Src: netip.MustParseAddr(tc.src), Dst: netip.MustParseAddr(tc.dst), DPort: tc.port, Proto: "tcp"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if r.Summary() != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, r.Summary(), tc.want)
+		}
+		for _, o := range r.Outcomes {
+			if o.Masquerade != tc.masq || o.Affinity != tc.affinity {
+				t.Errorf("%s: outcome %s masquerade=%v affinity=%v, want %v %v", tc.name, o.Endpoint, o.Masquerade, o.Affinity, tc.masq, tc.affinity)
+			}
+			if o.Verdict == DNAT && o.Probability.Cmp(big.NewRat(1, 2)) != 0 {
+				t.Errorf("%s: %s with probability %s, want 1/2", tc.name, o.Endpoint, o.Probability)
+			}
+		}
+	}
+}
+
+func TestNFTRuleErrors(t *testing.T) {
+	for _, rule := range []string{
+		"ip daddr 10.0.0.1 counter packets 3 bytes 4 accept", // counters with values: not kube-proxy's
+		"tcp flags syn accept",
+		"numgen random mod 2 vmap { 0 : goto a , 2 : goto b }",
+		"ip daddr 10.0.0.300 accept",
+	} {
+		if _, err := parseNFTRule(rule, "ip"); err == nil {
+			t.Errorf("%q was read; the tracer must refuse rules it does not know", rule)
+		}
+	}
+}
