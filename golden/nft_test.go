@@ -12,8 +12,8 @@ import (
 	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
-	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/trace"
 )
 
 // runNFTCase compiles a case in nftables mode and compares nftables.nft. A step of a
