@@ -45,10 +45,18 @@ func partialOps(prev, want *State) []Op {
 		}
 	}
 	delElems, addElems := elementOps(prev, want)
+	// Every stale chain is flushed before any is deleted: a stale service chain's
+	// numgen vmap still refers to its stale endpoint chains (the kernel refuses to
+	// delete a chain something refers to).
+	var staleChains []string
 	for _, name := range sortedKeys(prev.Chains) {
 		if IsServiceChain(name) && want.Chains[name] == nil {
-			stale = append(stale, Op{"flush", &knftables.Chain{Name: name}}, Op{"delete", &knftables.Chain{Name: name}})
+			staleChains = append(staleChains, name)
+			stale = append(stale, Op{"flush", &knftables.Chain{Name: name}})
 		}
+	}
+	for _, name := range staleChains {
+		stale = append(stale, Op{"delete", &knftables.Chain{Name: name}})
 	}
 	for _, name := range sortedKeys(prev.Sets) {
 		if IsAffinitySet(name) && want.Sets[name] == nil {
@@ -218,4 +226,11 @@ func container(st *State, name string) *Container {
 // keyOnly is the element as "delete element" names it.
 func keyOnly(e *knftables.Element) *knftables.Element {
 	return &knftables.Element{Set: e.Set, Map: e.Map, Key: e.Key}
+}
+
+// Equivalent reports whether two tables hold the same ruleset as nft runs it: a
+// partial sync from one to the other would write nothing. (The entries the kernel
+// adds to dynamic sets at run time are not part of a ruleset.)
+func Equivalent(a, b *State) bool {
+	return len(partialOps(a, b)) == 0
 }

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/emit/nft"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"sigs.k8s.io/knftables"
+)
+
+func compileNFT(t *testing.T, files ...string) *pipeline.Result {
+	t.Helper()
+	res, err := pipeline.Run(pipeline.Inputs{Files: files}, pipeline.Settings{Mode: compiler.NFTables})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func nftScript(t *testing.T, res *pipeline.Result, opts nft.Options) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := nft.Write(&b, res.Map, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// listTable reads the kube-proxy table of a family back from the kernel.
+func (l *lab) listTable(ns string, family knftables.Family) (string, *nft.State) {
+	l.t.Helper()
+	out := l.in(ns, "nft", "list", "table", string(family), "kube-proxy")
+	rs, err := nft.ParseBytes("nft list table", []byte(out))
+	if err != nil {
+		l.t.Fatalf("reading the listing back: %v\n%s", err, out)
+	}
+	return out, rs.Tables[family]
+}
+
+// TestNFTablesExamples loads the compiled examples into a node namespace with nft -f
+// and checks with real connections, as TestIPTablesExamples does for iptables. Loading
+// the script twice leaves the same table; the listing reads back as the table svcgen
+// wrote; the staged script and a partial sync leave the same table as the whole one.
+func TestNFTablesExamples(t *testing.T) {
+	requireKernel(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatalf("nft is not installed: %v", err)
+	}
+	res := compileNFT(t, "../examples")
+	script := nftScript(t, res, nft.Options{})
+	want := nft.Build(res.Map)
+	l := newLab(t)
+	c := buildCluster(t, l, res.Map)
+	if err := l.feed(c.node, script, "nft", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	first, listed := l.listTable(c.node, knftables.IPv4Family)
+	if err := l.feed(c.node, script, "nft", "-f", "-"); err != nil {
+		t.Fatalf("loading the script a second time: %v", err)
+	}
+	if second, _ := l.listTable(c.node, knftables.IPv4Family); second != first {
+		t.Errorf("loading the script twice changed the table:\n%s", lineDiff(first, second))
+	}
+	if !nft.Equivalent(listed, want) {
+		t.Errorf("the kernel's table reads back unlike the one svcgen wrote:\n%s", first)
+	}
+	checkExamples(t, c)
+
+	t.Run("staged load leaves the same table", func(t *testing.T) {
+		staged := nftScript(t, res, nft.Options{Stages: true})
+		if err := l.feed(c.node, staged, "sh", "-s"); err != nil {
+			t.Fatal(err)
+		}
+		if _, got := l.listTable(c.node, knftables.IPv4Family); !nft.Equivalent(got, want) {
+			t.Errorf("the staged script leaves another table")
+		}
+	})
+	t.Run("partial sync leaves the whole new table", func(t *testing.T) {
+		dir := editedExamples(t, "name: hello-service2\n", "name: hello-service3\n")
+		next := compileNFT(t, dir)
+		listing, _ := l.listTable(c.node, knftables.IPv4Family)
+		prev, err := nft.ParseBytes("listing", []byte(listing))
+		if err != nil {
+			t.Fatal(err)
+		}
+		partial := nftScript(t, next, nft.Options{Previous: prev})
+		if bytes.Contains(partial, []byte("delete table")) || len(partial) == 0 {
+			t.Fatalf("want a partial sync, got:\n%s", partial)
+		}
+		if err := l.feed(c.node, partial, "nft", "-f", "-"); err != nil {
+			t.Fatalf("%v\n%s", err, partial)
+		}
+		if _, got := l.listTable(c.node, knftables.IPv4Family); !nft.Equivalent(got, nft.Build(next.Map)) {
+			t.Errorf("previous table + partial sync differs from the new whole table")
+		}
+	})
+}
+
+// editedExamples copies ../examples with one replacement in cluster.yaml.
+func editedExamples(t *testing.T, old, new string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"cluster.yaml", "list.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "cluster.yaml" {
+			if !bytes.Contains(data, []byte(old)) {
+				t.Fatalf("examples changed: %q not found", old)
+			}
+			data = bytes.Replace(data, []byte(old), []byte(new), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for i := 0; i < len(al) || i < len(bl); i++ {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			out = append(out, fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, x, y))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestNFTablesGoldenLoad loads every golden case's nftables.nft into a namespace with
+// the real nft, so the kernel checks each one, and reads the table back: it must be
+// the table the script describes. The steps of a multi-step case load in order, each
+// on top of the one before; a case with a "previous:" file loads that first.
+func TestNFTablesGoldenLoad(t *testing.T) {
+	requireKernel(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatalf("nft is not installed: %v", err)
+	}
+	paths, err := filepath.Glob("../golden/*/nftables.nft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, _ := filepath.Glob("../golden/*/step-*/nftables.nft")
+	paths = append(paths, steps...)
+	sort.Strings(paths)
+	if len(paths) < 40 {
+		t.Fatalf("found only %d golden nftables.nft files", len(paths))
+	}
+	l := newLab(t)
+	ns := l.ns("golden")
+	var before []byte // the script text the namespace's table came from
+	for _, p := range paths {
+		dir := filepath.Dir(p)
+		script, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(filepath.Base(dir), "step-") || filepath.Base(dir) == "step-01" {
+			l.in(ns, "nft", "flush", "ruleset")
+			before = nil
+			if prev := previousFile(t, dir); prev != nil {
+				if err := l.feed(ns, prev, "nft", "-f", "-"); err != nil {
+					t.Fatalf("%s: previous table: %v", dir, err)
+				}
+				before = prev
+			}
+		}
+		if err := l.feed(ns, script, "nft", "-f", "-"); err != nil {
+			t.Errorf("%s: nft -f refused it: %v", p, err)
+			continue
+		}
+		before = append(before, script...)
+		rs, err := nft.ParseBytes(p, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for family, want := range rs.Tables {
+			if _, got := l.listTable(ns, family); !nft.Equivalent(got, want) {
+				t.Errorf("%s: the kernel's %s table reads back unlike the script's", p, family)
+			}
+		}
+	}
+}
+
+// previousFile is the table a golden case starts from (README "previous: FILE"), with
+// the node's mark text.
+func previousFile(t *testing.T, dir string) []byte {
+	readme, _ := os.ReadFile(filepath.Join(dir, "README"))
+	for _, line := range strings.Split(string(readme), "\n") {
+		if name, ok := strings.CutPrefix(line, "previous:"); ok {
+			data, err := os.ReadFile(filepath.Join(dir, strings.TrimSpace(name)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []byte(strings.ReplaceAll(string(data), "0x4000", "0x00004000"))
+		}
+	}
+	return nil
+}
