@@ -71,15 +71,43 @@ func isListing(data []byte) bool {
 const maxLine = 16 << 20
 
 // scriptParser applies a script's operations to one knftables Fake per family.
+// Set and map elements are kept beside the Fake, by key: the Fake looks each new
+// element up in a list, which a 10,000-Service table makes quadratic.
 type scriptParser struct {
 	fakes   map[knftables.Family]*knftables.Fake
 	pending map[knftables.Family][]string // "add" lines not yet applied
+	elems   map[knftables.Family]map[string]*elementList
+}
+
+// elementList is a container's elements in insertion order, indexed by key.
+type elementList struct {
+	order []string
+	byKey map[string]*knftables.Element
+}
+
+func (l *elementList) add(e *knftables.Element) {
+	k := strings.Join(e.Key, " . ")
+	if l.byKey[k] == nil {
+		l.order = append(l.order, k)
+	}
+	l.byKey[k] = e
+}
+
+func (l *elementList) list() []*knftables.Element {
+	out := make([]*knftables.Element, 0, len(l.byKey))
+	for _, k := range l.order {
+		if e := l.byKey[k]; e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // parseScript reads nft -f text. Runs of "add" lines go through knftables' own
 // parser (Fake.ParseDump); flush and delete operations are applied between them.
 func parseScript(data []byte) (*Ruleset, error) {
-	p := &scriptParser{fakes: map[knftables.Family]*knftables.Fake{}, pending: map[knftables.Family][]string{}}
+	p := &scriptParser{fakes: map[knftables.Family]*knftables.Fake{}, pending: map[knftables.Family][]string{},
+		elems: map[knftables.Family]map[string]*elementList{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxLine)
 	for n := 1; sc.Scan(); n++ {
@@ -95,11 +123,39 @@ func parseScript(data []byte) (*Ruleset, error) {
 		if err := p.apply(family); err != nil {
 			return nil, err
 		}
-		if fake.Table != nil {
-			rs.Tables[family] = fromFake(family, fake.Table)
+		if fake.Table == nil {
+			continue
 		}
+		st := fromFake(family, fake.Table)
+		if err := p.attachElements(family, st); err != nil {
+			return nil, err
+		}
+		rs.Tables[family] = st
 	}
 	return rs, nil
+}
+
+// attachElements gives the state its elements, checking that their set or map exists
+// and that every chain a verdict names does.
+func (p *scriptParser) attachElements(family knftables.Family, st *State) error {
+	for _, name := range sortedKeys(p.elems[family]) {
+		c := container(st, name)
+		if c == nil {
+			return fmt.Errorf("elements of %q, which does not exist", name)
+		}
+		c.Elements = p.elems[family][name].list()
+		for _, e := range c.Elements {
+			if c.Set != nil {
+				e.Set = name
+			} else {
+				e.Map = name
+			}
+			if v := strings.Fields(strings.Join(e.Value, " ")); len(v) == 2 && (v[0] == "goto" || v[0] == "jump") && st.Chains[v[1]] == nil {
+				return fmt.Errorf("element %s of %s: %s to %q, which does not exist", strings.Join(e.Key, " . "), name, v[0], v[1])
+			}
+		}
+	}
+	return nil
 }
 
 // isShellLine reports the lines of svcgen's staged script around its nft input.
@@ -125,12 +181,21 @@ func (p *scriptParser) line(l string) error {
 	if p.fakes[family] == nil {
 		p.fakes[family] = knftables.NewFake(family, tableName)
 	}
+	if verb == "add" && kind == "element" {
+		return p.addElement(family, f[4], l)
+	}
 	if verb == "add" {
 		p.pending[family] = append(p.pending[family], l)
 		return nil
 	}
+	if err := p.dropElements(family, verb, kind, f[4:], l); err != nil {
+		return err
+	}
 	if err := p.apply(family); err != nil {
 		return err
+	}
+	if kind == "element" {
+		return nil
 	}
 	obj, err := p.target(family, kind, f[4:], l)
 	if err != nil {
@@ -147,6 +212,54 @@ func (p *scriptParser) line(l string) error {
 		return fmt.Errorf("%q: verb %q is not one svcgen reads (add, flush, delete)", l, verb)
 	}
 	return fake.Run(context.Background(), tx)
+}
+
+// addElement reads "add element FAMILY TABLE NAME { KEY [comment "C"] [: VALUE] }".
+func (p *scriptParser) addElement(family knftables.Family, name, l string) error {
+	open, end := strings.Index(l, "{"), strings.LastIndex(l, "}")
+	if open < 0 || end < open {
+		return fmt.Errorf("%q: element without { key }", l)
+	}
+	e, err := parseElement(strings.TrimSpace(l[open+1 : end]))
+	if err != nil {
+		return err
+	}
+	if p.elems[family] == nil {
+		p.elems[family] = map[string]*elementList{}
+	}
+	list := p.elems[family][name]
+	if list == nil {
+		list = &elementList{byKey: map[string]*knftables.Element{}}
+		p.elems[family][name] = list
+	}
+	list.add(e)
+	return nil
+}
+
+// dropElements applies what a flush or delete does to the elements kept beside the
+// Fake: a deleted table, set or map, or a flushed one, loses them; a deleted element
+// is gone.
+func (p *scriptParser) dropElements(family knftables.Family, verb, kind string, rest []string, l string) error {
+	switch {
+	case kind == "table" && verb == "delete":
+		delete(p.elems, family)
+	case kind == "set" || kind == "map":
+		if len(rest) > 0 {
+			delete(p.elems[family], rest[0])
+		}
+	case kind == "element" && verb == "delete":
+		open, end := strings.Index(l, "{"), strings.LastIndex(l, "}")
+		if open < 0 || end < open || len(rest) == 0 {
+			return fmt.Errorf("%q: element without { key }", l)
+		}
+		list := p.elems[family][rest[0]]
+		key := strings.TrimSpace(l[open+1 : end])
+		if list == nil || list.byKey[key] == nil {
+			return fmt.Errorf("%q: no such element", l)
+		}
+		delete(list.byKey, key)
+	}
+	return nil
 }
 
 // apply runs the pending "add" lines of a family.
