@@ -118,6 +118,13 @@ reconciled with the node's ipvsadm -Sn; nothing is cleared). --split -o DIR writ
 parts as files instead: sysctl.conf, addresses, ipset.restore, ipvsadm.rules and
 iptables.rules.
 
+nftables mode (-m nftables, or mode: nftables in the configuration) writes an nft -f
+script that replaces kube-proxy's table (ip or ip6 kube-proxy) in one transaction and
+touches nothing else; running it again leaves the same table. --previous FILE (an
+earlier script, or "nft list ruleset" output) writes only what changed, as kube-proxy's
+partial sync does. --stages writes a shell script that loads the table in four nft
+transactions: faster for large clusters, but not atomic (see the README).
+
 Services without a ClusterIP or NodePort get one, deterministically; --lock keeps the
 choice stable across runs. Services with a selector and no EndpointSlice get endpoints
 from the Pods they select.`,
@@ -127,7 +134,10 @@ from the Pods they select.`,
   iptables-save | svcgen compile -f manifests/ --previous - --minimal | iptables-restore --noflush
   svcgen compile --dialect minik8s -f ../shared/seed-systems/examples/
   svcgen compile -f examples/ -m ipvs -o node.sh && sudo sh node.sh   # ipvs mode, re-runnable
-  svcgen compile -f examples/ -m ipvs --split -o ipvs/ && sudo ipvsadm -R < ipvs/ipvsadm.rules`,
+  svcgen compile -f examples/ -m ipvs --split -o ipvs/ && sudo ipvsadm -R < ipvs/ipvsadm.rules
+  svcgen compile -f examples/ -m nftables > rules.nft && nft -f rules.nft
+  nft list ruleset | svcgen compile -f manifests/ -m nftables --previous - | nft -f -
+  svcgen compile -f big-cluster/ -m nftables --stages > load.sh && sh load.sh`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCompile(f, stdin, stdout, stderr)
