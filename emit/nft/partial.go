@@ -10,38 +10,48 @@ import (
 // nftElementStorage).
 var elementMaps = []string{clusterIPsSet, serviceIPsMap, firewallIPsMap, noEndpointServicesMap, noEndpointNodePorts, serviceNodePortsMap}
 
-// partialOps is kube-proxy's partial sync from prev to want: the chains and affinity
-// sets of changed Services rewritten, elements added, replaced and deleted, stale chains
-// flushed and deleted, stale affinity sets deleted.
+// partialOps is kube-proxy's partial sync from prev to want, in this order: the chains
+// of Services whose chains or affinity sets changed, each added and flushed (Services
+// by namespace/name, chains by name); their affinity sets; the rules of those chains;
+// element deletes, then element adds (a changed value is a delete and an add, as
+// kube-proxy's nftElementStorage does); every stale chain flushed, then each deleted;
+// stale affinity sets deleted. Nothing is referred to before it exists, and a chain is
+// deleted only when nothing refers to it any more.
 //
 // If anything outside the Services differs (base chains, fixed rules, container
 // definitions, the node-port addresses), kube-proxy would run a full sync; so does this,
 // writing the whole table.
 //
 // Unlike kube-proxy, which deletes stale chains a second later in a transaction of
-// their own (kernels before 6.2 still count a chain as referenced for a moment after
-// its map element is deleted), the stale chains are deleted in the same transaction,
-// after the elements that pointed to them.
+// their own (kernels before 6.2 may still count a chain as referenced right after the
+// map element that named it is deleted), the stale chains are deleted in the same
+// transaction.
 func partialOps(prev, want *State) []Op {
 	if !sameFixed(prev, want) {
 		return append(replaceTable(want), adds(want.Objects())...)
 	}
+	chainsOf, setsOf := map[string][]string{}, map[string][]string{}
+	for _, name := range sortedKeys(want.Chains) {
+		if IsServiceChain(name) {
+			chainsOf[ownerOf(name)] = append(chainsOf[ownerOf(name)], name)
+		}
+	}
+	for _, name := range sortedKeys(want.Sets) {
+		if IsAffinitySet(name) {
+			setsOf[ownerOf(name)] = append(setsOf[ownerOf(name)], name)
+		}
+	}
 	var chains, sets, rules, stale []Op
 	for _, owner := range changedOwners(prev, want) {
-		for _, name := range sortedKeys(want.Chains) {
+		for _, name := range chainsOf[owner] {
 			c := want.Chains[name]
-			if ownerOf(name) != owner {
-				continue
-			}
 			chains = append(chains, Op{"add", c.Obj}, Op{"flush", &knftables.Chain{Name: name}})
 			for _, r := range c.Rules {
 				rules = append(rules, Op{"add", r})
 			}
 		}
-		for _, name := range sortedKeys(want.Sets) {
-			if IsAffinitySet(name) && ownerOf(name) == owner {
-				sets = append(sets, Op{"add", want.Sets[name].Set})
-			}
+		for _, name := range setsOf[owner] {
+			sets = append(sets, Op{"add", want.Sets[name].Set})
 		}
 	}
 	delElems, addElems := elementOps(prev, want)

@@ -6,16 +6,17 @@
 // The default script owns its table: it adds the table, deletes it and writes it
 // again, all in one nft transaction, so running it twice leaves the same table and
 // nothing else is touched. Objects come in the order knftables' Fake.Dump prints them:
-// table; chains, sets and maps by name; rules chain by chain; elements. That order never
+// table; chains, sets and maps by name; rules chain by chain (in rule order); then the
+// elements of each set and map by name, each in service-map order (services by
+// namespace/name, ports, then frontends as kube-proxy visits them). That order never
 // refers to an object before it exists, and it is the order of upstream's expected
 // dumps, so svcgen's text sorts the way upstream sorts to the same text.
 //
-// With Stages, the same state is written as three transactions (objects, rules,
-// elements) wrapped in a shell script; see Options.Stages for the trade-off.
+// With Stages, the same state is written as four transactions wrapped in a shell
+// script (see Stages and Options.Stages for the trade-off).
 //
-// With Previous, the output is kube-proxy's partial sync against an earlier state: the
-// chains of changed services flushed and rewritten, map and set elements added, replaced
-// and deleted, stale chains flushed and deleted. Object text is always knftables'.
+// With Previous, the output is kube-proxy's partial sync against an earlier state (see
+// partialOps for its order). Object text is always knftables'.
 package nft
 
 import (
@@ -33,10 +34,11 @@ type Options struct {
 	// output (see Parse). When set, only what changed since is written; when it has no
 	// kube-proxy table of the service map's family, the whole table is.
 	Previous *Ruleset
-	// Stages writes the table in three nft transactions (chains, sets and maps; then
-	// rules; then elements) as a shell script. One large transaction is much slower in
-	// nft than three (see README), but between the transactions the table is incomplete:
-	// for the few seconds of a staged load, new connections to Services may fail.
+	// Stages writes the table as a shell script of four nft transactions (regular
+	// chains, sets and maps; their rules; elements; base chains). A large table loads
+	// faster so (see README), but the load is not atomic: from the first transaction,
+	// which deletes an older table, to the last, which hooks the new one in, Service
+	// traffic is not translated.
 	Stages bool
 }
 
