@@ -31,13 +31,21 @@ func TestHashAndTruncate(t *testing.T) {
 			t.Errorf("hashAndTruncate(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	if got := endpointBase("testing", "service", "tcp", "http", "[fd80:abcd:12::a1b2:c3d4:e5f6:9999]:80"); got != "U7E2ET36-testing/service/tcp/http__fd80.abcd.12..a1b2.c3d4.e5f6.9999/80" {
-		t.Errorf("IPv6 endpoint base = %q", got)
-	}
-	long := strings.Repeat("a", 63)
-	got := endpointBase(long, long, "sctp", long, "[1234:5678:9abc:def0::abcd:1234:5678]:443")
-	if len(got) != nameBaseMax || got[8] != '-' || !strings.HasSuffix(got, "__1234.5678.9abc.def0..abcd.1234...") {
-		t.Errorf("truncated endpoint base = %q (%d characters), want %d ending in __1234.5678.9abc.def0..abcd.1234...", got, len(got), nameBaseMax)
+	// upstream's Test_servicePortChainNameBase and Test_servicePortEndpointChainNameBase.
+	ns, svc, port := "very-long-namespace-name-abcdefghijklmnopqrstuvwxyz0123456789xx", "very-long-service-name-why-would-you-even-do-this-i-mean-really", "port-443-providing-the-hypertext-transmission-protocol-with-tls"
+	long := ns + "/" + svc + "/sctp/" + port
+	for _, tc := range []struct{ got, want string }{
+		{portBase(ns, svc, "sctp", port), "KR6NACJP-" + long},
+		{endpointBase("testing", "service", "tcp", "http", "10.180.0.1:80"), "JO2XBXZR-testing/service/tcp/http__10.180.0.1/80"},
+		{endpointBase("testing", "service", "tcp", "http", "10.180.0.2:80"), "5S6H3H22-testing/service/tcp/http__10.180.0.2/80"},
+		{endpointBase("testing", "service", "tcp", "http", "[fd80:abcd:12::a1b2:c3d4:e5f6:9999]:80"), "U7E2ET36-testing/service/tcp/http__fd80.abcd.12..a1b2.c3d4.e5f6.9999/80"},
+		{endpointBase(ns, svc, "sctp", port, "[1234:5678:9abc:def0::abc:1234]:443"), "5YS7AFEA-" + long + "__1234.5678.9abc.def0..abc.1234/443"},
+		{endpointBase(ns, svc, "sctp", port, "[1234:5678:9abc:def0::abcd:1234:5678]:443"), "CI6C53Q3-" + long + "__1234.5678.9abc.def0..abcd.1234..."},
+		{endpointBase(ns, svc, "sctp", port, "[1234:5678:9abc:def0::abcd:1234:8765]:443"), "2FLXFK6X-" + long + "__1234.5678.9abc.def0..abcd.1234..."},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
 	}
 }
 
@@ -329,5 +337,75 @@ table ip6 kube-proxy {
 	m := st.Maps[serviceIPsMap]
 	if len(m.Elements) != 2 || strings.Join(m.Elements[1].Key, " . ") != "fd00::11 . udp . 53" || m.Elements[1].Value[0] != "drop" || *m.Elements[1].Comment != "ns/svc:dns" {
 		t.Errorf("map elements read as %+v", m.Elements)
+	}
+}
+
+// upstream: TestProxier_OnServiceCIDRsChanged: the drop rule names the ServiceCIDRs of
+// the table's family only, joined by commas.
+func TestServiceCIDRsOfTheFamily(t *testing.T) {
+	cidrs := `apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: {name: a}
+spec: {cidrs: [172.30.0.0/16, "fd00:10:96::/112"]}
+---
+apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: {name: b}
+spec: {cidrs: [172.50.0.0/16, "fd00:172:30::/112"]}
+---
+`
+	for _, tc := range []struct{ family, want string }{
+		{"IPv4", "ip daddr { 172.30.0.0/16,172.50.0.0/16 } drop"},
+		{"IPv6", "ip6 daddr { fd00:10:96::/112,fd00:172:30::/112 } drop"},
+	} {
+		sm := compileYAML(t, cidrs+`apiVersion: v1
+kind: Node
+metadata: {name: n}
+---
+apiVersion: svcgen/v1alpha1
+kind: NodeEnvironment
+metadata: {name: n}
+ipFamily: `+tc.family+"\n")
+		rules := Build(sm).Chains[clusterIPsCheck].Rules
+		if len(rules) != 2 || rules[1].Rule != tc.want {
+			t.Errorf("%s: cluster-ips-check is %v, want its second rule %q", tc.family, rules, tc.want)
+		}
+	}
+}
+
+// upstream: TestLoadBalancerIngressRouteTypeProxy (nftables): an ingress IP with ipMode
+// Proxy gets no service-ips element; VIP and unset do.
+func TestLoadBalancerIngressIPMode(t *testing.T) {
+	for _, tc := range []struct {
+		name, svcIP, lbIP, ipMode string
+		want                      bool
+	}{
+		{"ipMode Proxy", "10.20.30.41", "1.2.3.4", "ipMode: Proxy", false},
+		{"ipMode VIP", "10.20.30.42", "1.2.3.5", "ipMode: VIP", true},
+		{"ipMode nil", "10.20.30.43", "1.2.3.6", "", true},
+	} {
+		sm := compileYAML(t, `apiVersion: v1
+kind: Service
+metadata: {name: svc1, namespace: ns1}
+spec:
+  type: LoadBalancer
+  clusterIP: `+tc.svcIP+`
+  ports: [{name: p80, port: 80, protocol: TCP, nodePort: 30001}]
+status: {loadBalancer: {ingress: [{ip: `+tc.lbIP+`, `+tc.ipMode+`}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: svc1-1, namespace: ns1, labels: {kubernetes.io/service-name: svc1}}
+addressType: IPv4
+endpoints: [{addresses: [10.180.0.1]}]
+ports: [{name: p80, port: 80, protocol: TCP}]
+`)
+		found := false
+		for _, e := range Build(sm).Maps[serviceIPsMap].Elements {
+			found = found || e.Key[0] == tc.lbIP
+		}
+		if found != tc.want {
+			t.Errorf("%s: service-ips element for %s present = %v, want %v", tc.name, tc.lbIP, found, tc.want)
+		}
 	}
 }
