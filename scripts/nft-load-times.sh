@@ -39,5 +39,15 @@ for size in $sizes; do
     "$work/svcgen" compile -m nftables --stages -f "$work/cluster.yaml" -o "$work/staged.sh"
     echo "$size Services x 10 endpoints: $(grep -c . "$work/whole.nft") operations"
     load "  whole (one transaction)" nft -f "$work/whole.nft"
-    load "  staged (4 transactions)" sh "$work/staged.sh"
+    load "  staged (5 transactions)" sh "$work/staged.sh"
+    # The same stages one by one, to see where the time goes.
+    awk -v dir="$work" '/^nft -f - <</ { n++; next } /^SVCGEN_STAGE_/ { next } n { print > (dir "/stage" n ".nft") }' "$work/staged.sh"
+    ip netns del "$ns" 2>/dev/null || true
+    ip netns add "$ns"
+    for i in 1 2 3 4 5; do
+      t0=$(now)
+      ip netns exec "$ns" nft -f "$work/stage$i.nft"
+      t1=$(now)
+      printf '    stage %d: %6d operations %8s s\n' "$i" "$(grep -c . "$work/stage$i.nft")" "$(elapsed "$t0" "$t1")"
+    done
 done

@@ -122,7 +122,7 @@ nftables mode (-m nftables, or mode: nftables in the configuration) writes an nf
 script that replaces kube-proxy's table (ip or ip6 kube-proxy) in one transaction and
 touches nothing else; running it again leaves the same table. --previous FILE (an
 earlier script, or "nft list ruleset" output) writes only what changed, as kube-proxy's
-partial sync does. --stages writes a shell script that loads the table in four nft
+partial sync does. --stages writes a shell script that loads the table in five nft
 transactions: faster for large clusters, but not atomic (see the README).
 
 Services without a ClusterIP or NodePort get one, deterministically; --lock keeps the

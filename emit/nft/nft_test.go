@@ -126,8 +126,8 @@ func TestStagesBuildTheSameTable(t *testing.T) {
 	if !bytes.HasPrefix(staged, []byte("#!/bin/sh\n")) {
 		t.Fatalf("staged output is not a shell script:\n%s", staged)
 	}
-	if n := bytes.Count(staged, []byte("nft -f - <<'SVCGEN_STAGE_")); n != 4 {
-		t.Errorf("%d stages, want 4", n)
+	if n := bytes.Count(staged, []byte("nft -f - <<'SVCGEN_STAGE_")); n != 5 {
+		t.Errorf("%d stages, want 5", n)
 	}
 	got := applyScript(t, write(t, sm, Options{}), staged)
 	if d, w := dump(t, got), dump(t, Build(sm)); d != w {

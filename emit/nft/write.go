@@ -12,7 +12,7 @@
 // refers to an object before it exists, and it is the order of upstream's expected
 // dumps, so svcgen's text sorts the way upstream sorts to the same text.
 //
-// With Stages, the same state is written as four transactions wrapped in a shell
+// With Stages, the same state is written as five transactions wrapped in a shell
 // script (see Stages and Options.Stages for the trade-off).
 //
 // With Previous, the output is kube-proxy's partial sync against an earlier state (see
@@ -23,6 +23,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/svcgen/svcgen/ir"
 	"sigs.k8s.io/knftables"
@@ -34,11 +35,10 @@ type Options struct {
 	// output (see Parse). When set, only what changed since is written; when it has no
 	// kube-proxy table of the service map's family, the whole table is.
 	Previous *Ruleset
-	// Stages writes the table as a shell script of four nft transactions (regular
-	// chains, sets and maps; their rules; elements; base chains). A large table loads
-	// faster so (see README), but the load is not atomic: from the first transaction,
-	// which deletes an older table, to the last, which hooks the new one in, Service
-	// traffic is not translated.
+	// Stages writes the table as a shell script of five nft transactions (see Stages).
+	// A large table loads faster so (see README), but the load is not atomic: from the
+	// first transaction, which deletes an older table, to the last, which hooks the new
+	// one in, Service traffic is not translated.
 	Stages bool
 }
 
@@ -140,19 +140,29 @@ func lastErrorLine(text string) int {
 // stageHeader starts the staged shell script.
 const stageHeader = `#!/bin/sh
 # kube-proxy's nftables table, loaded in stages (svcgen compile --stages): regular chains,
-# sets and maps; their rules; the set and map elements; then the base chains that hook
-# the table into netfilter. Not atomic: see svcgen's README.
+# sets and maps; their rules (those with anonymous sets apart); the set and map
+# elements; then the base chains that hook the table into netfilter. Not atomic: see
+# svcgen's README.
 set -e
 `
 
 // Stages splits the state into the transactions of a staged load, in load order:
-// the table (replacing an older one) with its regular chains, sets and maps; the rules
-// of the regular chains; every set and map element; the base chains with their rules.
-// Each stage refers only to objects of earlier stages, and no packet meets the table
-// before the last stage hooks it in.
+//
+//  1. the table (replacing an older one) with its regular chains, sets and maps;
+//  2. the rules of the regular chains, up to the first one with an anonymous set or
+//     map in each chain;
+//  3. those rules and the ones after them (numgen vmaps, source-range sets);
+//  4. every set and map element;
+//  5. the base chains with their rules, which hook the table into netfilter.
+//
+// Each stage refers only to objects of earlier stages, rules keep their order in
+// their chain, and no packet meets the table before the last stage. Rules with
+// anonymous sets are apart because nft 1.0.6 loads a transaction that mixes many of
+// them with many other rules several times slower than the two apart (see README).
 func Stages(st *State) [][]Op {
-	var defs, rules, elems, hooks []Op
+	var defs, rules, anon, elems, hooks []Op
 	defs = replaceTable(st)
+	late := map[string]bool{} // chains whose remaining rules go to the anonymous-set stage
 	for _, o := range st.Objects() {
 		switch o := o.(type) {
 		case *knftables.Chain:
@@ -162,9 +172,13 @@ func Stages(st *State) [][]Op {
 				defs = append(defs, Op{"add", o})
 			}
 		case *knftables.Rule:
-			if st.Chains[o.Chain].Obj.Hook != nil {
+			switch {
+			case st.Chains[o.Chain].Obj.Hook != nil:
 				hooks = append(hooks, Op{"add", o})
-			} else {
+			case late[o.Chain] || strings.Contains(o.Rule, "{ "):
+				late[o.Chain] = true
+				anon = append(anon, Op{"add", o})
+			default:
 				rules = append(rules, Op{"add", o})
 			}
 		case *knftables.Element:
@@ -173,7 +187,7 @@ func Stages(st *State) [][]Op {
 			defs = append(defs, Op{"add", o})
 		}
 	}
-	return [][]Op{defs, rules, elems, hooks}
+	return [][]Op{defs, rules, anon, elems, hooks}
 }
 
 func writeStages(w io.Writer, st *State) error {
