@@ -175,7 +175,7 @@ func Stages(st *State) [][]Op {
 			switch {
 			case st.Chains[o.Chain].Obj.Hook != nil:
 				hooks = append(hooks, Op{"add", o})
-			case late[o.Chain] || strings.Contains(o.Rule, "{ "):
+			case late[o.Chain] || hasAnonymousSet(o.Rule):
 				late[o.Chain] = true
 				anon = append(anon, Op{"add", o})
 			default:
@@ -188,6 +188,12 @@ func Stages(st *State) [][]Op {
 		}
 	}
 	return [][]Op{defs, rules, anon, elems, hooks}
+}
+
+// hasAnonymousSet reports a rule with an anonymous set or map ("vmap { 0 : goto ... }",
+// "ip saddr != { ... }"); "update @set { ip saddr }" names a set and makes none.
+func hasAnonymousSet(rule string) bool {
+	return strings.Contains(rule, "{ ") && !strings.HasPrefix(rule, "update ")
 }
 
 func writeStages(w io.Writer, st *State) error {
