@@ -2,10 +2,9 @@ package load
 
 import (
 	"github.com/svcgen/svcgen/model"
-	"go.yaml.in/yaml/v3"
 )
 
-func (l *Loader) endpointSlice(w *walker, n *yaml.Node) {
+func (l *Loader) endpointSlice(w *walker, n *node) {
 	es := &model.EndpointSlice{}
 	var labels map[string]string
 	es.Namespace, es.Name, labels = w.metadata(n, true, model.DNS1123Subdomain)
@@ -24,10 +23,10 @@ func (l *Loader) endpointSlice(w *walker, n *yaml.Node) {
 	default:
 		w.errorf("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", es.AddressType)
 	}
-	w.seq(n, "", "ports", func(pn *yaml.Node, path string) {
+	w.seq(n, "", "ports", func(pn *node, path string) {
 		es.Ports = append(es.Ports, w.endpointPort(pn, path))
 	})
-	w.seq(n, "", "endpoints", func(en *yaml.Node, path string) {
+	w.seq(n, "", "endpoints", func(en *node, path string) {
 		if ep, ok := w.endpoint(en, path, es.AddressType); ok {
 			es.Endpoints = append(es.Endpoints, ep)
 		}
@@ -37,9 +36,9 @@ func (l *Loader) endpointSlice(w *walker, n *yaml.Node) {
 
 // endpointPort reads a slice or Endpoints port. An absent name stays nil: upstream
 // ignores such ports (the controller always writes name: "" for an unnamed port).
-func (w *walker) endpointPort(pn *yaml.Node, path string) model.EndpointPort {
+func (w *walker) endpointPort(pn *node, path string) model.EndpointPort {
 	var p model.EndpointPort
-	if pn.Kind != yaml.MappingNode {
+	if pn.kind != mappingNode {
 		w.errorf(path, "expected a mapping, got %s", describe(pn))
 		return p
 	}
@@ -55,9 +54,9 @@ func (w *walker) endpointPort(pn *yaml.Node, path string) model.EndpointPort {
 	return p
 }
 
-func (w *walker) endpoint(en *yaml.Node, path, addressType string) (model.Endpoint, bool) {
+func (w *walker) endpoint(en *node, path, addressType string) (model.Endpoint, bool) {
 	var ep model.Endpoint
-	if en.Kind != yaml.MappingNode {
+	if en.kind != mappingNode {
 		w.errorf(path, "expected a mapping, got %s", describe(en))
 		return ep, false
 	}
@@ -85,24 +84,24 @@ func (w *walker) endpoint(en *yaml.Node, path, addressType string) (model.Endpoi
 	ep.Zone = w.strAt(en, path, "zone")
 	hints := w.mapping(en, path, "hints")
 	hp := join(path, "hints")
-	w.seq(hints, hp, "forZones", func(h *yaml.Node, p string) {
+	w.seq(hints, hp, "forZones", func(h *node, p string) {
 		ep.ZoneHints = append(ep.ZoneHints, w.strAt(h, p, "name"))
 	})
-	w.seq(hints, hp, "forNodes", func(h *yaml.Node, p string) {
+	w.seq(hints, hp, "forNodes", func(h *node, p string) {
 		ep.NodeHints = append(ep.NodeHints, w.strAt(h, p, "name"))
 	})
 	return ep, true
 }
 
-func (l *Loader) endpoints(w *walker, n *yaml.Node) {
+func (l *Loader) endpoints(w *walker, n *node) {
 	e := &model.Endpoints{}
 	e.Namespace, e.Name, _ = w.metadata(n, true, model.DNS1035Label)
 	e.Origin = w.origin
-	w.seq(n, "", "subsets", func(sn *yaml.Node, path string) {
+	w.seq(n, "", "subsets", func(sn *node, path string) {
 		var sub model.EndpointsSubset
 		sub.Addresses = w.endpointAddresses(sn, path, "addresses")
 		sub.NotReadyAddresses = w.endpointAddresses(sn, path, "notReadyAddresses")
-		w.seq(sn, path, "ports", func(pn *yaml.Node, pp string) {
+		w.seq(sn, path, "ports", func(pn *node, pp string) {
 			p := w.endpointPort(pn, pp)
 			if p.Name == nil {
 				// v1 Endpoints ports have a plain name field; absent means unnamed.
@@ -116,9 +115,9 @@ func (l *Loader) endpoints(w *walker, n *yaml.Node) {
 	l.Cluster.Endpoints = append(l.Cluster.Endpoints, e)
 }
 
-func (w *walker) endpointAddresses(sn *yaml.Node, path, key string) []model.EndpointAddress {
+func (w *walker) endpointAddresses(sn *node, path, key string) []model.EndpointAddress {
 	var out []model.EndpointAddress
-	w.seq(sn, path, key, func(an *yaml.Node, p string) {
+	w.seq(sn, path, key, func(an *node, p string) {
 		ip := w.strAt(an, p, "ip")
 		if ip == "" {
 			w.errorf(join(p, "ip"), "missing")

@@ -129,7 +129,8 @@ func (l *Loader) Bytes(name string, data []byte) {
 			l.Errors.Add(origin, "", "%s", yamlError(err))
 			return
 		}
-		l.document(origin, &n)
+		tree := fromYAML(&n)
+		l.document(origin, &tree)
 	}
 }
 
@@ -139,18 +140,11 @@ func yamlError(err error) string {
 	return "YAML syntax error: " + msg
 }
 
-func (l *Loader) document(o model.Origin, doc *yaml.Node) {
-	n := doc
-	if n.Kind == yaml.DocumentNode {
-		if len(n.Content) == 0 {
-			return
-		}
-		n = n.Content[0]
-	}
+func (l *Loader) document(o model.Origin, n *node) {
 	if isNull(n) {
 		return
 	}
-	if n.Kind != yaml.MappingNode {
+	if n.kind != mappingNode {
 		l.Errors.Add(o, "", "expected a Kubernetes object (a mapping with apiVersion and kind), got %s", describe(n))
 		return
 	}
@@ -158,7 +152,7 @@ func (l *Loader) document(o model.Origin, doc *yaml.Node) {
 }
 
 // object decodes one object (or a List of them) of a known kind.
-func (l *Loader) object(o model.Origin, n *yaml.Node) {
+func (l *Loader) object(o model.Origin, n *node) {
 	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect}
 	apiVersion := w.str(n, "apiVersion")
 	kind := w.str(n, "kind")
@@ -167,7 +161,7 @@ func (l *Loader) object(o model.Origin, n *yaml.Node) {
 		return
 	}
 	w.origin.Kind = kind
-	if meta := get(n, "metadata"); meta != nil && meta.Kind == yaml.MappingNode {
+	if meta := get(n, "metadata"); meta != nil && meta.kind == mappingNode {
 		w.origin.Name = scalar(get(meta, "name"))
 		w.origin.Namespace = scalar(get(meta, "namespace"))
 	}
@@ -194,10 +188,10 @@ var known = map[string]bool{
 	"ServiceCIDR": true, "KubeProxyConfiguration": true, "NodeEnvironment": true,
 }
 
-var decoders map[kindKey]func(*Loader, *walker, *yaml.Node)
+var decoders map[kindKey]func(*Loader, *walker, *node)
 
 func init() {
-	decoders = map[kindKey]func(*Loader, *walker, *yaml.Node){
+	decoders = map[kindKey]func(*Loader, *walker, *node){
 		{"v1", "List"}:                               (*Loader).list,
 		{"v1", "Service"}:                            (*Loader).service,
 		{"v1", "Endpoints"}:                          (*Loader).endpoints,
@@ -212,20 +206,21 @@ func init() {
 }
 
 // list decodes a kind: List; each item is an object of its own, named items[i].
-func (l *Loader) list(w *walker, n *yaml.Node) {
+func (l *Loader) list(w *walker, n *node) {
 	items := get(n, "items")
 	if isNull(items) {
 		return
 	}
-	if items.Kind != yaml.SequenceNode {
+	if items.kind != sequenceNode {
 		w.errorf("items", "expected a list, got %s", describe(items))
 		return
 	}
-	for i, item := range items.Content {
+	for i := range items.content {
+		item := &items.content[i]
 		o := w.origin
 		o.Kind, o.Name, o.Namespace = "", "", ""
 		o.Item = w.origin.Field(fmt.Sprintf("items[%d]", i))
-		if item.Kind != yaml.MappingNode {
+		if item.kind != mappingNode {
 			l.Errors.Add(o, "", "expected a Kubernetes object, got %s", describe(item))
 			continue
 		}

@@ -4,10 +4,9 @@ import (
 	"strings"
 
 	"github.com/svcgen/svcgen/model"
-	"go.yaml.in/yaml/v3"
 )
 
-func (l *Loader) pod(w *walker, n *yaml.Node) {
+func (l *Loader) pod(w *walker, n *node) {
 	p := &model.Pod{}
 	p.Namespace, p.Name, p.Labels = w.metadata(n, true, model.DNS1123Subdomain)
 	p.Origin = w.origin
@@ -16,8 +15,8 @@ func (l *Loader) pod(w *walker, n *yaml.Node) {
 	spec := w.mapping(n, "", "spec")
 	p.NodeName = w.strAt(spec, "spec", "nodeName")
 	p.Hostname = w.strAt(spec, "spec", "hostname")
-	w.seq(spec, "spec", "containers", func(cn *yaml.Node, cp string) {
-		w.seq(cn, cp, "ports", func(pn *yaml.Node, pp string) {
+	w.seq(spec, "spec", "containers", func(cn *node, cp string) {
+		w.seq(cn, cp, "ports", func(pn *node, pp string) {
 			cport := model.ContainerPort{
 				Name:          w.strAt(pn, pp, "name"),
 				ContainerPort: w.port(pn, pp, "containerPort"),
@@ -33,11 +32,11 @@ func (l *Loader) pod(w *walker, n *yaml.Node) {
 	l.Cluster.Pods = append(l.Cluster.Pods, p)
 }
 
-func (w *walker) podStatus(p *model.Pod, n *yaml.Node) {
+func (w *walker) podStatus(p *model.Pod, n *node) {
 	status := w.mapping(n, "", "status")
 	p.Phase = w.strAt(status, "status", "phase")
 	var ips []string
-	w.seq(status, "status", "podIPs", func(in *yaml.Node, path string) {
+	w.seq(status, "status", "podIPs", func(in *node, path string) {
 		ips = append(ips, w.strAt(in, path, "ip"))
 	})
 	single := w.strAt(status, "status", "podIP")
@@ -49,14 +48,14 @@ func (w *walker) podStatus(p *model.Pod, n *yaml.Node) {
 			p.PodIPs = append(p.PodIPs, a)
 		}
 	}
-	w.seq(status, "status", "conditions", func(cn *yaml.Node, path string) {
+	w.seq(status, "status", "conditions", func(cn *node, path string) {
 		if w.strAt(cn, path, "type") == "Ready" {
 			p.Ready = w.strAt(cn, path, "status") == "True"
 		}
 	})
 }
 
-func (l *Loader) node(w *walker, n *yaml.Node) {
+func (l *Loader) node(w *walker, n *node) {
 	nd := &model.Node{}
 	_, nd.Name, nd.Labels = w.metadata(n, false, model.DNS1123Subdomain)
 	nd.Origin = w.origin
@@ -73,7 +72,7 @@ func (l *Loader) node(w *walker, n *yaml.Node) {
 		}
 	}
 	status := w.mapping(n, "", "status")
-	w.seq(status, "status", "addresses", func(an *yaml.Node, path string) {
+	w.seq(status, "status", "addresses", func(an *node, path string) {
 		t := w.strAt(an, path, "type")
 		if t != "InternalIP" && t != "ExternalIP" {
 			return // Hostname, InternalDNS, ExternalDNS carry no IP
@@ -85,7 +84,7 @@ func (l *Loader) node(w *walker, n *yaml.Node) {
 	l.Cluster.Nodes = append(l.Cluster.Nodes, nd)
 }
 
-func (l *Loader) serviceCIDR(w *walker, n *yaml.Node) {
+func (l *Loader) serviceCIDR(w *walker, n *node) {
 	sc := &model.ServiceCIDR{}
 	_, sc.Name, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	sc.Origin = w.origin
@@ -107,7 +106,7 @@ func (l *Loader) serviceCIDR(w *walker, n *yaml.Node) {
 	l.Cluster.ServiceCIDRs = append(l.Cluster.ServiceCIDRs, sc)
 }
 
-func (l *Loader) config(w *walker, n *yaml.Node) {
+func (l *Loader) config(w *walker, n *node) {
 	c := &model.Config{Origin: w.origin}
 	c.Mode = w.str(n, "mode")
 	switch c.Mode {
@@ -137,7 +136,7 @@ func (l *Loader) config(w *walker, n *yaml.Node) {
 	l.Cluster.Configs = append(l.Cluster.Configs, c)
 }
 
-func (w *walker) detectLocal(c *model.Config, n *yaml.Node) {
+func (w *walker) detectLocal(c *model.Config, n *node) {
 	c.DetectLocalMode = w.str(n, "detectLocalMode")
 	switch c.DetectLocalMode {
 	case "", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix":
@@ -159,7 +158,7 @@ func (w *walker) detectLocal(c *model.Config, n *yaml.Node) {
 	check(c.InterfaceNamePrefix, "detectLocal.interfaceNamePrefix", c.DetectLocalMode == "InterfaceNamePrefix")
 }
 
-func (w *walker) nodePortAddresses(c *model.Config, n *yaml.Node) {
+func (w *walker) nodePortAddresses(c *model.Config, n *node) {
 	for i, s := range w.strList(n, "", "nodePortAddresses") {
 		if s == "primary" {
 			c.NodePortPrimary = true
@@ -175,7 +174,7 @@ func (w *walker) nodePortAddresses(c *model.Config, n *yaml.Node) {
 }
 
 // masqueradeBit reads a masqueradeBit, which must be 0-31.
-func (w *walker) masqueradeBit(parent *yaml.Node, path string) *int32 {
+func (w *walker) masqueradeBit(parent *node, path string) *int32 {
 	v, ok := w.integer(parent, path, "masqueradeBit", 0, 31)
 	if !ok {
 		return nil
@@ -184,7 +183,7 @@ func (w *walker) masqueradeBit(parent *yaml.Node, path string) *int32 {
 	return &b
 }
 
-func (w *walker) proxyModes(c *model.Config, n *yaml.Node) {
+func (w *walker) proxyModes(c *model.Config, n *node) {
 	ipt := w.mapping(n, "", "iptables")
 	c.IPTables.MasqueradeAll, _ = w.boolean(ipt, "iptables", "masqueradeAll")
 	c.IPTables.MasqueradeBit = w.masqueradeBit(ipt, "iptables")
@@ -213,14 +212,14 @@ func (w *walker) proxyModes(c *model.Config, n *yaml.Node) {
 	c.IPVS.MinSyncPeriod = w.strAt(ipvs, "ipvs", "minSyncPeriod")
 }
 
-func (w *walker) featureGates(n *yaml.Node) map[string]bool {
+func (w *walker) featureGates(n *node) map[string]bool {
 	fg := w.mapping(n, "", "featureGates")
 	if fg == nil {
 		return nil
 	}
 	out := map[string]bool{}
-	for i := 0; i+1 < len(fg.Content); i += 2 {
-		key := fg.Content[i].Value
+	for i := 0; i+1 < len(fg.content); i += 2 {
+		key := fg.content[i].value
 		if v, ok := w.boolean(fg, "featureGates", key); ok {
 			out[key] = v
 		}
@@ -228,7 +227,7 @@ func (w *walker) featureGates(n *yaml.Node) map[string]bool {
 	return out
 }
 
-func (l *Loader) environment(w *walker, n *yaml.Node) {
+func (l *Loader) environment(w *walker, n *node) {
 	e := &model.NodeEnvironment{Origin: w.origin, RandomFully: true}
 	_, e.Node, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	switch f := w.str(n, "ipFamily"); f {
@@ -246,7 +245,7 @@ func (l *Loader) environment(w *walker, n *yaml.Node) {
 	e.NFAcct, _ = w.boolean(ipt, "iptables", "nfacct")
 	ct := w.mapping(n, "", "conntrack")
 	e.TCPBeLiberal, _ = w.boolean(ct, "conntrack", "tcpBeLiberal")
-	w.seq(n, "", "interfaces", func(in *yaml.Node, path string) {
+	w.seq(n, "", "interfaces", func(in *node, path string) {
 		itf := model.Interface{Name: w.strAt(in, path, "name")}
 		for i, a := range w.strList(in, path, "addresses") {
 			if p, ok := w.prefix(a, index(join(path, "addresses"), i)); ok {

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/svcgen/svcgen/model"
-	"go.yaml.in/yaml/v3"
 )
 
 // defaultAffinityTimeout is the API server's default for
@@ -13,7 +12,7 @@ const defaultAffinityTimeout = 10800
 
 // metadata reads metadata.name/namespace/labels. Namespaced objects default to the
 // "default" namespace, as kubectl apply does.
-func (w *walker) metadata(n *yaml.Node, namespaced bool, nameRule model.NameRule) (ns, name string, labels map[string]string) {
+func (w *walker) metadata(n *node, namespaced bool, nameRule model.NameRule) (ns, name string, labels map[string]string) {
 	meta := w.mapping(n, "", "metadata")
 	if namespaced {
 		ns = w.strAt(meta, "metadata", "namespace")
@@ -34,7 +33,7 @@ func (w *walker) metadata(n *yaml.Node, namespaced bool, nameRule model.NameRule
 	return ns, name, labels
 }
 
-func (l *Loader) service(w *walker, n *yaml.Node) {
+func (l *Loader) service(w *walker, n *node) {
 	s := &model.Service{}
 	s.Namespace, s.Name, s.Labels = w.metadata(n, true, model.DNS1035Label)
 	s.Origin = w.origin
@@ -61,7 +60,7 @@ func (l *Loader) service(w *walker, n *yaml.Node) {
 	l.Cluster.Services = append(l.Cluster.Services, s)
 }
 
-func (w *walker) serviceType(s *model.Service, spec *yaml.Node) {
+func (w *walker) serviceType(s *model.Service, spec *node) {
 	t := model.ServiceType(w.strAt(spec, "spec", "type"))
 	switch t {
 	case "", model.TypeClusterIP, model.TypeNodePort, model.TypeLoadBalancer, model.TypeExternalName:
@@ -71,7 +70,7 @@ func (w *walker) serviceType(s *model.Service, spec *yaml.Node) {
 	}
 }
 
-func (w *walker) clusterIPs(s *model.Service, spec *yaml.Node) {
+func (w *walker) clusterIPs(s *model.Service, spec *node) {
 	single := w.strAt(spec, "spec", "clusterIP")
 	list := w.strList(spec, "spec", "clusterIPs")
 	if single == "None" || (single == "" && len(list) > 0 && list[0] == "None") {
@@ -105,12 +104,12 @@ func (w *walker) clusterIPs(s *model.Service, spec *yaml.Node) {
 	}
 }
 
-func (w *walker) selector(s *model.Service, spec *yaml.Node) {
+func (w *walker) selector(s *model.Service, spec *node) {
 	sel := get(spec, "selector")
 	if isNull(sel) {
 		return
 	}
-	if ml := get(sel, "matchLabels"); ml != nil && ml.Kind == yaml.MappingNode {
+	if ml := get(sel, "matchLabels"); ml != nil && ml.kind == mappingNode {
 		if w.dialect != MiniK8s {
 			w.errorf("spec.selector.matchLabels", "a Service selector is a plain label map; matchLabels is the minik8s dialect (use --dialect minik8s)")
 			return
@@ -127,9 +126,9 @@ func (w *walker) selector(s *model.Service, spec *yaml.Node) {
 	}
 }
 
-func (w *walker) servicePorts(s *model.Service, spec *yaml.Node) {
-	w.seq(spec, "spec", "ports", func(pn *yaml.Node, path string) {
-		if pn.Kind != yaml.MappingNode {
+func (w *walker) servicePorts(s *model.Service, spec *node) {
+	w.seq(spec, "spec", "ports", func(pn *node, path string) {
+		if pn.kind != mappingNode {
 			w.errorf(path, "expected a mapping, got %s", describe(pn))
 			return
 		}
@@ -173,13 +172,13 @@ func (w *walker) defaultPort(p *model.ServicePort, path string) {
 	w.warnf(join(path, "port"), "missing; using %d (minik8s dialect)", p.Port)
 }
 
-func (w *walker) targetPort(pn *yaml.Node, path string) model.IntOrString {
+func (w *walker) targetPort(pn *node, path string) model.IntOrString {
 	n := get(pn, "targetPort")
 	if isNull(n) {
 		return model.IntOrString{}
 	}
 	p := join(path, "targetPort")
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
+	if n.kind == scalarNode && n.tag == tagInt {
 		return model.IntOrString{Int: w.port(pn, path, "targetPort")}
 	}
 	s, ok := w.strItem(n, p)
@@ -192,7 +191,7 @@ func (w *walker) targetPort(pn *yaml.Node, path string) model.IntOrString {
 	return model.IntOrString{Str: s}
 }
 
-func (w *walker) externalIPs(s *model.Service, spec *yaml.Node) {
+func (w *walker) externalIPs(s *model.Service, spec *node) {
 	for i, ip := range w.strList(spec, "spec", "externalIPs") {
 		p := index("spec.externalIPs", i)
 		if strings.Contains(ip, "/") {
@@ -211,7 +210,7 @@ func (w *walker) externalIPs(s *model.Service, spec *yaml.Node) {
 	}
 }
 
-func (w *walker) policies(s *model.Service, spec *yaml.Node) {
+func (w *walker) policies(s *model.Service, spec *node) {
 	read := func(key string) model.TrafficPolicy {
 		v := model.TrafficPolicy(w.strAt(spec, "spec", key))
 		switch v {
@@ -227,7 +226,7 @@ func (w *walker) policies(s *model.Service, spec *yaml.Node) {
 	s.HealthCheckNodePort = int32(v)
 }
 
-func (w *walker) affinity(s *model.Service, spec *yaml.Node) {
+func (w *walker) affinity(s *model.Service, spec *node) {
 	switch a := w.strAt(spec, "spec", "sessionAffinity"); a {
 	case "", "None":
 	case "ClientIP":
@@ -246,10 +245,10 @@ func (w *walker) affinity(s *model.Service, spec *yaml.Node) {
 	}
 }
 
-func (w *walker) loadBalancerStatus(s *model.Service, n *yaml.Node) {
+func (w *walker) loadBalancerStatus(s *model.Service, n *node) {
 	status := w.mapping(n, "", "status")
 	lb := w.mapping(status, "status", "loadBalancer")
-	w.seq(lb, "status.loadBalancer", "ingress", func(in *yaml.Node, path string) {
+	w.seq(lb, "status.loadBalancer", "ingress", func(in *node, path string) {
 		ing := model.LoadBalancerIngress{
 			Hostname: w.strAt(in, path, "hostname"),
 			IPMode:   w.strAt(in, path, "ipMode"),

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/svcgen/svcgen/model"
-	"go.yaml.in/yaml/v3"
 )
 
 // walker reads typed fields out of one object's YAML tree, recording a positioned
@@ -36,63 +35,13 @@ func join(path, key string) string {
 
 func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
-// get finds key in a mapping node; nil when absent or n is not a mapping.
-func get(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			v := n.Content[i+1]
-			if v.Kind == yaml.AliasNode {
-				v = v.Alias
-			}
-			return v
-		}
-	}
-	return nil
-}
-
-func isNull(n *yaml.Node) bool {
-	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") || n.Kind == 0
-}
-
-func scalar(n *yaml.Node) string {
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return ""
-	}
-	return n.Value
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!str":
-			return fmt.Sprintf("the string %q", n.Value)
-		case "!!int", "!!float":
-			return "the number " + n.Value
-		case "!!bool":
-			return "the boolean " + n.Value
-		case "!!null":
-			return "null"
-		}
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "something else"
-}
-
 // mapping returns the mapping at key (nil when absent), reporting any other shape.
-func (w *walker) mapping(parent *yaml.Node, path, key string) *yaml.Node {
+func (w *walker) mapping(parent *node, path, key string) *node {
 	n := get(parent, key)
 	if isNull(n) {
 		return nil
 	}
-	if n.Kind != yaml.MappingNode {
+	if n.kind != mappingNode {
 		w.errorf(join(path, key), "expected a mapping, got %s", describe(n))
 		return nil
 	}
@@ -100,54 +49,51 @@ func (w *walker) mapping(parent *yaml.Node, path, key string) *yaml.Node {
 }
 
 // seq calls fn for each item of the list at key.
-func (w *walker) seq(parent *yaml.Node, path, key string, fn func(item *yaml.Node, itemPath string)) {
+func (w *walker) seq(parent *node, path, key string, fn func(item *node, itemPath string)) {
 	n := get(parent, key)
 	if isNull(n) {
 		return
 	}
 	p := join(path, key)
-	if n.Kind != yaml.SequenceNode {
+	if n.kind != sequenceNode {
 		w.errorf(p, "expected a list, got %s", describe(n))
 		return
 	}
-	for i, item := range n.Content {
-		if item.Kind == yaml.AliasNode {
-			item = item.Alias
-		}
-		fn(item, index(p, i))
+	for i := range n.content {
+		fn(&n.content[i], index(p, i))
 	}
 }
 
 // str reads a string field.
-func (w *walker) str(parent *yaml.Node, key string) string {
+func (w *walker) str(parent *node, key string) string {
 	return w.strAt(parent, "", key)
 }
 
-func (w *walker) strAt(parent *yaml.Node, path, key string) string {
+func (w *walker) strAt(parent *node, path, key string) string {
 	n := get(parent, key)
 	if isNull(n) {
 		return ""
 	}
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+	if n.kind != scalarNode || n.tag != tagStr {
 		w.errorf(join(path, key), "expected a string, got %s", describe(n))
 		return ""
 	}
-	return n.Value
+	return n.value
 }
 
 // strItem reads a list item that must be a string.
-func (w *walker) strItem(n *yaml.Node, path string) (string, bool) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+func (w *walker) strItem(n *node, path string) (string, bool) {
+	if n.kind != scalarNode || n.tag != tagStr {
 		w.errorf(path, "expected a string, got %s", describe(n))
 		return "", false
 	}
-	return n.Value, true
+	return n.value, true
 }
 
 // strList reads a list of strings.
-func (w *walker) strList(parent *yaml.Node, path, key string) []string {
+func (w *walker) strList(parent *node, path, key string) []string {
 	var out []string
-	w.seq(parent, path, key, func(item *yaml.Node, p string) {
+	w.seq(parent, path, key, func(item *node, p string) {
 		if s, ok := w.strItem(item, p); ok {
 			out = append(out, s)
 		}
@@ -156,28 +102,28 @@ func (w *walker) strList(parent *yaml.Node, path, key string) []string {
 }
 
 // has reports whether key is present and not null.
-func has(parent *yaml.Node, key string) bool { return !isNull(get(parent, key)) }
+func has(parent *node, key string) bool { return !isNull(get(parent, key)) }
 
 // boolean reads a bool field; ok is false when absent.
-func (w *walker) boolean(parent *yaml.Node, path, key string) (v, ok bool) {
+func (w *walker) boolean(parent *node, path, key string) (v, ok bool) {
 	n := get(parent, key)
 	if isNull(n) {
 		return false, false
 	}
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+	if n.kind != scalarNode || n.tag != tagBool {
 		w.errorf(join(path, key), "expected true or false, got %s", describe(n))
 		return false, false
 	}
-	b, err := strconv.ParseBool(n.Value)
+	b, err := strconv.ParseBool(n.value)
 	if err != nil {
 		// YAML 1.1 spellings such as "yes" are tagged !!bool by the parser too.
-		b = n.Value == "yes" || n.Value == "Yes" || n.Value == "on" || n.Value == "On"
+		b = n.value == "yes" || n.value == "Yes" || n.value == "on" || n.value == "On"
 	}
 	return b, true
 }
 
 // boolPtr reads an optional bool.
-func (w *walker) boolPtr(parent *yaml.Node, path, key string) *bool {
+func (w *walker) boolPtr(parent *node, path, key string) *bool {
 	v, ok := w.boolean(parent, path, key)
 	if !ok {
 		return nil
@@ -186,19 +132,19 @@ func (w *walker) boolPtr(parent *yaml.Node, path, key string) *bool {
 }
 
 // integer reads an integer field in [min, max]; ok is false when absent or wrong.
-func (w *walker) integer(parent *yaml.Node, path, key string, min, max int64) (int64, bool) {
+func (w *walker) integer(parent *node, path, key string, min, max int64) (int64, bool) {
 	n := get(parent, key)
 	if isNull(n) {
 		return 0, false
 	}
 	p := join(path, key)
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+	if n.kind != scalarNode || n.tag != tagInt {
 		w.errorf(p, "expected a number, got %s", describe(n))
 		return 0, false
 	}
-	v, err := strconv.ParseInt(n.Value, 0, 64)
+	v, err := strconv.ParseInt(n.value, 0, 64)
 	if err != nil {
-		w.errorf(p, "%s is not a whole number in range", n.Value)
+		w.errorf(p, "%s is not a whole number in range", n.value)
 		return 0, false
 	}
 	if v < min || v > max {
@@ -209,25 +155,25 @@ func (w *walker) integer(parent *yaml.Node, path, key string, min, max int64) (i
 }
 
 // port reads a port number 1-65535; 0 when absent.
-func (w *walker) port(parent *yaml.Node, path, key string) int32 {
+func (w *walker) port(parent *node, path, key string) int32 {
 	v, _ := w.integer(parent, path, key, 1, 65535)
 	return int32(v)
 }
 
 // stringMap reads labels, annotations or a selector.
-func (w *walker) stringMap(parent *yaml.Node, path, key string) map[string]string {
+func (w *walker) stringMap(parent *node, path, key string) map[string]string {
 	n := w.mapping(parent, path, key)
 	if n == nil {
 		return nil
 	}
-	m := make(map[string]string, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-			w.errorf(join(join(path, key), k.Value), "expected a string, got %s", describe(v))
+	m := make(map[string]string, len(n.content)/2)
+	for i := 0; i+1 < len(n.content); i += 2 {
+		k, v := &n.content[i], &n.content[i+1]
+		if v.kind != scalarNode || v.tag == tagNull {
+			w.errorf(join(join(path, key), k.value), "expected a string, got %s", describe(v))
 			continue
 		}
-		m[k.Value] = v.Value
+		m[k.value] = v.value
 	}
 	return m
 }
@@ -253,7 +199,7 @@ func (w *walker) prefix(s, path string) (netip.Prefix, bool) {
 }
 
 // protocol reads a protocol field; TCP when absent.
-func (w *walker) protocol(parent *yaml.Node, path, key string) model.Protocol {
+func (w *walker) protocol(parent *node, path, key string) model.Protocol {
 	s := w.strAt(parent, path, key)
 	if s == "" {
 		return model.TCP
