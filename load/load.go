@@ -110,12 +110,22 @@ func (l *Loader) file(path string) error {
 	return nil
 }
 
-// Bytes loads the documents of one input named name.
+// Bytes loads the documents of one input named name. The fast reader (fast.go) reads
+// it when it can; otherwise, or when it gives up part way, yaml.v3 reads it again
+// from the start and what the fast reader did is undone.
 func (l *Loader) Bytes(name string, data []byte) {
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", i)
 		return
 	}
+	before := l.mark()
+	fast := readFast(string(data), func(doc int, n *node) {
+		l.document(model.Origin{File: name, Doc: doc}, n)
+	})
+	if fast {
+		return
+	}
+	l.rollback(before)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for doc := 1; ; doc++ {
 		var n yaml.Node
@@ -132,6 +142,31 @@ func (l *Loader) Bytes(name string, data []byte) {
 		tree := fromYAML(&n)
 		l.document(origin, &tree)
 	}
+}
+
+// mark is how much a Loader holds, so that a failed fast read can be undone.
+type mark struct {
+	cluster       model.Cluster
+	errors, warns int
+}
+
+func (l *Loader) mark() mark {
+	return mark{cluster: l.Cluster, errors: l.Errors.Len(), warns: l.Warnings.Len()}
+}
+
+// rollback forgets everything loaded since m.
+func (l *Loader) rollback(m mark) {
+	c := &l.Cluster
+	c.Services = c.Services[:len(m.cluster.Services)]
+	c.Slices = c.Slices[:len(m.cluster.Slices)]
+	c.Endpoints = c.Endpoints[:len(m.cluster.Endpoints)]
+	c.Pods = c.Pods[:len(m.cluster.Pods)]
+	c.Nodes = c.Nodes[:len(m.cluster.Nodes)]
+	c.ServiceCIDRs = c.ServiceCIDRs[:len(m.cluster.ServiceCIDRs)]
+	c.Configs = c.Configs[:len(m.cluster.Configs)]
+	c.Environments = c.Environments[:len(m.cluster.Environments)]
+	l.Errors.Truncate(m.errors)
+	l.Warnings.Truncate(m.warns)
 }
 
 // yamlError drops the "yaml: " prefix; the message says YAML syntax instead.

@@ -40,6 +40,9 @@ func (ps *Problems) Len() int { return len(ps.list) }
 // List is every problem, in the order files and documents were read.
 func (ps *Problems) List() []*Problem { return ps.list }
 
+// Truncate forgets every problem after the first n.
+func (ps *Problems) Truncate(n int) { ps.list = ps.list[:n] }
+
 // Merge appends another collection.
 func (ps *Problems) Merge(other *Problems) { ps.list = append(ps.list, other.list...) }
 
