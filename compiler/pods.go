@@ -22,22 +22,35 @@ func (r *resolver) buildEndpoints() {
 	for _, e := range r.out.Endpoints {
 		endpoints[e.Namespace+"/"+e.Name] = e
 	}
-	nodes := map[string]*model.Node{}
-	for _, n := range r.out.Nodes {
+	nodes := nodesByName(r.out.Nodes)
+	for _, s := range r.out.Services {
+		if !hasSlice[s.Key()] {
+			r.out.Slices = append(r.out.Slices, r.generatedSlices(s, endpoints[s.Key()], nodes)...)
+		}
+	}
+}
+
+func nodesByName(list []*model.Node) map[string]*model.Node {
+	nodes := make(map[string]*model.Node, len(list))
+	for _, n := range list {
 		nodes[n.Name] = n
 	}
-	for _, s := range r.out.Services {
-		if !proxied(s) || hasSlice[s.Key()] {
-			continue
-		}
-		if e := endpoints[s.Key()]; e != nil {
-			r.out.Slices = append(r.out.Slices, mirrorEndpoints(e)...)
-			continue
-		}
-		if len(s.Selector) > 0 {
-			r.out.Slices = append(r.out.Slices, r.slicesFromPods(s, nodes)...)
-		}
+	return nodes
+}
+
+// generatedSlices are the slices the controllers make for a proxied Service that has
+// no EndpointSlice of its own: mirrored from its v1 Endpoints object e if there is one,
+// else from the Pods its selector matches (r.out.Pods).
+func (r *resolver) generatedSlices(s *model.Service, e *model.Endpoints, nodes map[string]*model.Node) []*model.EndpointSlice {
+	switch {
+	case !proxied(s):
+		return nil
+	case e != nil:
+		return mirrorEndpoints(e)
+	case len(s.Selector) > 0:
+		return r.slicesFromPods(s, nodes)
 	}
+	return nil
 }
 
 // mirrorEndpoints turns a v1 Endpoints object into slices, one per subset and family.

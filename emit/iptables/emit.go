@@ -134,6 +134,8 @@ type emitter struct {
 	mark  string
 	probs probabilities
 	plans [][]*portPlan // per service, per port
+	// stale chains are declared and deleted (-X) after the nat rules.
+	stale []string
 }
 
 func newEmitter(sm *ir.ServiceMap) *emitter {
@@ -153,10 +155,15 @@ func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
 	if opts.Previous != nil {
 		return e.writePartial(out, opts)
 	}
+	return e.write(out, opts.Format)
+}
+
+// write streams both tables through one buffer: the text is never held whole.
+func (e *emitter) write(out io.Writer, f Format) error {
 	bw := bufio.NewWriterSize(out, flushSize)
 	b := &lineBuf{out: bw}
-	e.writeFilter(b, opts.Format)
-	e.writeNat(b, opts.Format)
+	e.writeFilter(b, f)
+	e.writeNat(b, f)
 	b.flush()
 	if b.err != nil {
 		return b.err
@@ -246,6 +253,9 @@ func (e *emitter) writeNat(b *lineBuf, f Format) {
 			e.chainDecls(pp, b)
 		}
 	}
+	for _, c := range e.stale {
+		b.chainLine(c, "-")
+	}
 	if f == Complete {
 		e.jumps(b, "nat")
 	}
@@ -255,6 +265,9 @@ func (e *emitter) writeNat(b *lineBuf, f Format) {
 			e.frontNat(pp, b)
 			e.chainRules(pp, b)
 		}
+	}
+	for _, c := range e.stale {
+		b.line("-X", c)
 	}
 	e.nodePortsJump(b)
 	b.line("COMMIT")

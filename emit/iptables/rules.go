@@ -28,7 +28,11 @@ type portPlan struct {
 	lbChain            string // chain load-balancer IP traffic jumps to (FW or EXT)
 }
 
-func (e *emitter) plan(p *ir.Port) *portPlan {
+func (e *emitter) plan(p *ir.Port) *portPlan { return e.planPort(p, true) }
+
+// planPort plans a port; without endpoints it leaves the endpoint chains unnamed
+// (hashing them is most of a plan's cost), enough for the frontend rules.
+func (e *emitter) planPort(p *ir.Port, withEndpoints bool) *portPlan {
 	pp := &portPlan{
 		p:        p,
 		spn:      p.Name.String(),
@@ -39,9 +43,11 @@ func (e *emitter) plan(p *ir.Port) *portPlan {
 		external: p.External(),
 	}
 	pp.chains = serviceChains(pp.spn, pp.proto)
-	pp.seps = make([]string, len(p.Endpoints))
-	for _, i := range p.Reachable {
-		pp.seps[i] = EndpointChain(pp.spn, pp.proto, p.Endpoints[i].String())
+	if withEndpoints {
+		pp.seps = make([]string, len(p.Endpoints))
+		for _, i := range p.Reachable {
+			pp.seps[i] = EndpointChain(pp.spn, pp.proto, p.Endpoints[i].String())
+		}
 	}
 	pp.usesEXT = p.HasEndpoints && p.ExternallyAccessible()
 	pp.usesFW = p.HasEndpoints && p.HasSourceRanges()

@@ -81,6 +81,9 @@ func (b *lineBuf) chainLine(name, policy string) {
 	b.buf = append(b.buf, policy...)
 	b.buf = append(b.buf, " [0:0]\n"...)
 	b.lines++
+	if b.out != nil && len(b.buf) >= flushSize {
+		b.flush()
+	}
 }
 
 func (b *lineBuf) fail(err error) {
