@@ -28,7 +28,7 @@ type Session struct {
 	sm       *ir.ServiceMap
 
 	// Indexes into in, kept up to date by endpoint-only updates.
-	services  map[string]*model.Service          // resolved Services by key
+	services  map[string]*model.Service         // resolved Services by key
 	slices    map[string][]*model.EndpointSlice // loaded slices by "namespace/service"
 	endpoints map[string]*model.Endpoints       // by "namespace/name"
 	pods      map[string][]*model.Pod           // by namespace, sorted by name
