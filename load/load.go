@@ -91,14 +91,22 @@ func manifestFiles(dir string) ([]string, error) {
 			}
 			return nil
 		}
-		switch strings.ToLower(filepath.Ext(p)) {
-		case ".yaml", ".yml", ".json":
+		if IsManifest(p) {
 			files = append(files, p)
 		}
 		return nil
 	})
 	sort.Strings(files)
 	return files, err
+}
+
+// IsManifest reports whether a file in a folder is read: *.yaml, *.yml, *.json.
+func IsManifest(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
 }
 
 func (l *Loader) file(path string) error {

@@ -106,23 +106,37 @@ func Run(in Inputs, s Settings) (*Result, error) {
 
 // Compile resolves and compiles a loaded cluster.
 func Compile(cluster *model.Cluster, warnings []*model.Problem, miniK8s bool, s Settings) (*Result, error) {
-	var err error
+	ropts, opts, err := options(cluster, miniK8s, s)
+	if err != nil {
+		return nil, err
+	}
+	resolved, err := compiler.Resolve(cluster, ropts)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	sm, err := compiler.Compile(resolved.Cluster, opts)
+	if err != nil {
+		return nil, &InputError{err}
+	}
+	return result(cluster, resolved, sm, opts.Mode, append(warnings, resolved.Warnings...), s), nil
+}
+
+// options turns the settings into the compiler's: the lock file is read, and the
+// mode comes from the settings, else the configuration, else iptables.
+func options(cluster *model.Cluster, miniK8s bool, s Settings) (compiler.ResolveOptions, compiler.Options, error) {
 	var lock *compiler.Lock
 	if s.LockFile != "" {
-		lock, err = readLock(s.LockFile)
-		if err != nil {
-			return nil, &InputError{err}
+		var err error
+		if lock, err = readLock(s.LockFile); err != nil {
+			return compiler.ResolveOptions{}, compiler.Options{}, &InputError{err}
 		}
 	}
-	resolved, err := compiler.Resolve(cluster, compiler.ResolveOptions{
+	ropts := compiler.ResolveOptions{
 		ServiceCIDRs:  s.ServiceCIDRs,
 		NodePortRange: s.NodePortRange,
 		Lock:          lock,
 		NoAllocate:    s.NoAllocate,
 		MiniK8s:       miniK8s,
-	})
-	if err != nil {
-		return nil, &InputError{err}
 	}
 	mode := s.Mode
 	if mode == "" && len(cluster.Configs) > 0 {
@@ -131,16 +145,15 @@ func Compile(cluster *model.Cluster, warnings []*model.Problem, miniK8s bool, s 
 	if mode == "" {
 		mode = compiler.IPTables
 	}
-	sm, err := compiler.Compile(resolved.Cluster, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, PreferSameTrafficDistribution: true})
-	if err != nil {
-		return nil, &InputError{err}
-	}
-	res := &Result{Cluster: cluster, Resolved: resolved, Map: sm, Mode: mode,
-		Warnings: append(warnings, resolved.Warnings...)}
+	return ropts, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, PreferSameTrafficDistribution: true}, nil
+}
+
+func result(cluster *model.Cluster, resolved *compiler.Resolved, sm *ir.ServiceMap, mode compiler.Mode, warnings []*model.Problem, s Settings) *Result {
+	res := &Result{Cluster: cluster, Resolved: resolved, Map: sm, Mode: mode, Warnings: warnings}
 	if s.LockFile != "" {
 		res.Lock = resolved.Lock.Marshal()
 	}
-	return res, nil
+	return res
 }
 
 func readLock(path string) (*compiler.Lock, error) {
