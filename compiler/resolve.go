@@ -9,7 +9,8 @@ package compiler
 
 import (
 	"net/netip"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/svcgen/svcgen/model"
 )
@@ -74,66 +75,77 @@ type resolver struct {
 func copyCluster(in *model.Cluster) *model.Cluster {
 	out := *in
 	out.Services = make([]*model.Service, len(in.Services))
+	copies := make([]model.Service, len(in.Services))
 	for i, s := range in.Services {
-		c := *s
+		c := &copies[i]
+		*c = *s
 		c.ClusterIPs = append([]netip.Addr(nil), s.ClusterIPs...)
 		c.Ports = append([]model.ServicePort(nil), s.Ports...)
-		out.Services[i] = &c
+		out.Services[i] = c
 	}
-	sort.SliceStable(out.Services, func(i, j int) bool { return out.Services[i].Key() < out.Services[j].Key() })
-	out.Slices = append([]*model.EndpointSlice(nil), in.Slices...)
-	sort.SliceStable(out.Slices, func(i, j int) bool {
-		a, b := out.Slices[i], out.Slices[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
-	out.Pods = append([]*model.Pod(nil), in.Pods...)
-	sort.SliceStable(out.Pods, func(i, j int) bool {
-		return out.Pods[i].Namespace+"/"+out.Pods[i].Name < out.Pods[j].Namespace+"/"+out.Pods[j].Name
-	})
-	out.Nodes = append([]*model.Node(nil), in.Nodes...)
-	sort.SliceStable(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
-	out.ServiceCIDRs = append([]*model.ServiceCIDR(nil), in.ServiceCIDRs...)
-	sort.SliceStable(out.ServiceCIDRs, func(i, j int) bool { return out.ServiceCIDRs[i].Name < out.ServiceCIDRs[j].Name })
+	slices.SortStableFunc(out.Services, func(a, b *model.Service) int { return byKey(a.Namespace, a.Name, b.Namespace, b.Name) })
+	out.Slices = slices.Clone(in.Slices)
+	slices.SortStableFunc(out.Slices, func(a, b *model.EndpointSlice) int { return byKey(a.Namespace, a.Name, b.Namespace, b.Name) })
+	out.Pods = slices.Clone(in.Pods)
+	slices.SortStableFunc(out.Pods, func(a, b *model.Pod) int { return byKey(a.Namespace, a.Name, b.Namespace, b.Name) })
+	out.Nodes = slices.Clone(in.Nodes)
+	slices.SortStableFunc(out.Nodes, func(a, b *model.Node) int { return strings.Compare(a.Name, b.Name) })
+	out.ServiceCIDRs = slices.Clone(in.ServiceCIDRs)
+	slices.SortStableFunc(out.ServiceCIDRs, func(a, b *model.ServiceCIDR) int { return strings.Compare(a.Name, b.Name) })
 	return &out
 }
 
+// byKey orders objects by "namespace/name" (namespaces hold no "/", so comparing the
+// parts in turn is the same order).
+func byKey(ns1, name1, ns2, name2 string) int {
+	if c := strings.Compare(ns1, ns2); c != 0 {
+		return c
+	}
+	return strings.Compare(name1, name2)
+}
+
+// objectID names an object of a kind, for finding two of one name.
+type objectID struct{ kind, namespace, name string }
+
 // checkUnique reports two objects of one kind with one name.
 func (r *resolver) checkUnique() {
-	seen := map[string]model.Origin{}
-	check := func(o model.Origin, key string) {
-		k := o.Kind + " " + key
+	c := r.out
+	seen := make(map[objectID]model.Origin, len(c.Services)+len(c.Slices)+len(c.Endpoints)+len(c.Pods)+len(c.Nodes))
+	check := func(o model.Origin, ns, name string) {
+		k := objectID{o.Kind, ns, name}
 		if first, dup := seen[k]; dup {
+			key := name
+			if ns != "" {
+				key = ns + "/" + name
+			}
 			r.errs.Add(o, "metadata.name", "%s %s is defined twice (first in %s)", o.Kind, key, first)
 			return
 		}
 		seen[k] = o
 	}
-	for _, s := range r.out.Services {
-		check(s.Origin, s.Key())
+	for _, s := range c.Services {
+		check(s.Origin, s.Namespace, s.Name)
 	}
-	for _, s := range r.out.Slices {
-		check(s.Origin, s.Namespace+"/"+s.Name)
+	for _, s := range c.Slices {
+		check(s.Origin, s.Namespace, s.Name)
 	}
-	for _, e := range r.out.Endpoints {
-		check(e.Origin, e.Namespace+"/"+e.Name)
+	for _, e := range c.Endpoints {
+		check(e.Origin, e.Namespace, e.Name)
 	}
-	for _, p := range r.out.Pods {
-		check(p.Origin, p.Namespace+"/"+p.Name)
+	for _, p := range c.Pods {
+		check(p.Origin, p.Namespace, p.Name)
 	}
-	for _, n := range r.out.Nodes {
-		check(n.Origin, n.Name)
+	for _, n := range c.Nodes {
+		check(n.Origin, "", n.Name)
 	}
-	for _, c := range r.out.ServiceCIDRs {
-		check(c.Origin, c.Name)
+	for _, sc := range c.ServiceCIDRs {
+		check(sc.Origin, "", sc.Name)
 	}
-	for _, e := range r.out.Environments {
-		check(e.Origin, e.Node)
+	for _, e := range c.Environments {
+		check(e.Origin, "", e.Node)
 	}
-	if len(r.out.Configs) > 1 {
-		r.errs.Add(r.out.Configs[1].Origin, "", "a second KubeProxyConfiguration (the first is in %s); give one", r.out.Configs[0].Origin)
+	if len(c.Configs) > 1 {
+		r.errs.Add(c.Configs[1].Origin, "", "a second KubeProxyConfiguration (the first is in %s); give one", c.Configs[0].Origin)
 	}
 }
 
@@ -147,23 +159,28 @@ func (r *resolver) checkServices() {
 		if len(s.Ports) == 0 {
 			r.errs.Add(s.Origin, "spec.ports", "missing: a Service needs at least one port")
 		}
-		names := map[string]int{}
-		pairs := map[string]int{}
 		for i, p := range s.Ports {
 			field := "spec.ports[" + itoa(i) + "]"
-			if j, dup := names[p.Name]; dup {
+			// The last earlier port of the same name, and of the same port and protocol.
+			sameName, samePair := -1, -1
+			for j, q := range s.Ports[:i] {
+				if q.Name == p.Name {
+					sameName = j
+				}
+				if q.Port == p.Port && q.Protocol == p.Protocol {
+					samePair = j
+				}
+			}
+			if j := sameName; j >= 0 {
 				if p.Name == "" {
 					r.errs.Add(s.Origin, field+".name", "missing: every port needs a name when a Service has more than one (spec.ports[%d] is unnamed too)", j)
 				} else {
 					r.errs.Add(s.Origin, field+".name", "%q is also the name of spec.ports[%d]", p.Name, j)
 				}
 			}
-			names[p.Name] = i
-			pair := itoa(int(p.Port)) + "/" + string(p.Protocol)
-			if j, dup := pairs[pair]; dup {
-				r.errs.Add(s.Origin, field, "port %s is also spec.ports[%d]", pair, j)
+			if j := samePair; j >= 0 {
+				r.errs.Add(s.Origin, field, "port %s is also spec.ports[%d]", itoa(int(p.Port))+"/"+string(p.Protocol), j)
 			}
-			pairs[pair] = i
 			if p.NodePort != 0 && !r.opts.NodePortRange.contains(p.NodePort) {
 				r.outOfRange(s, field+".nodePort", p.NodePort)
 			}

@@ -2,7 +2,9 @@ package compiler
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
@@ -104,12 +106,16 @@ func (b *builder) port(s *model.Service, sp model.ServicePort, cip netip.Addr) *
 // address of an endpoint counts, duplicates keep the first unless the later one is not
 // terminating, and the result is sorted by its "IP:port" string.
 func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoint {
-	byKey := map[string]int{}
 	var out []ir.Endpoint
+	var keys []string // out[i].String(), made once
+	var byKey map[string]int
 	for _, es := range b.slices[s.Key()] {
 		port := slicePort(es, sp)
 		if port == 0 {
 			continue
+		}
+		if byKey == nil {
+			byKey = make(map[string]int, len(es.Endpoints))
 		}
 		for _, e := range es.Endpoints {
 			if len(e.Addresses) == 0 {
@@ -125,10 +131,19 @@ func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoin
 			}
 			byKey[key] = len(out)
 			out = append(out, ep)
+			keys = append(keys, key)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
+	order := make([]int, len(out))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return strings.Compare(keys[i], keys[j]) })
+	sorted := make([]ir.Endpoint, len(out))
+	for i, j := range order {
+		sorted[i] = out[j]
+	}
+	return sorted
 }
 
 func slicePort(es *model.EndpointSlice, sp model.ServicePort) uint16 {

@@ -1,0 +1,123 @@
+package iptables_test
+
+import (
+	"bytes"
+	"io"
+	"net/netip"
+	"testing"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/benchdata"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+)
+
+var benchOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDistribution: true}
+
+func serviceMap(b *testing.B, n int) *ir.ServiceMap {
+	res, err := compiler.Resolve(benchdata.Cluster(b, n), compiler.ResolveOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sm, err := compiler.Compile(res.Cluster, benchOpts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sm
+}
+
+// countingWriter counts bytes, to report output size without keeping it.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+// BenchmarkWrite streams the complete ruleset (kube-proxy's --noflush payload plus the
+// built-in chains and jumps).
+func BenchmarkWrite(b *testing.B) {
+	for _, n := range benchdata.Sizes {
+		sm := serviceMap(b, n)
+		b.Run(benchdata.Name(n), func(b *testing.B) {
+			var size countingWriter
+			iptables.Write(&size, sm, iptables.Options{})
+			b.SetBytes(size.n)
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				if err := iptables.Write(io.Discard, sm, iptables.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// moved is sm after one endpoint of one Service moved, through a Session.
+func moved(b *testing.B, n int) (prev, next *ir.ServiceMap, changed []string) {
+	c := benchdata.Cluster(b, n)
+	sess, _, err := compiler.NewSession(c, compiler.ResolveOptions{}, benchOpts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cur := c.Slices[len(c.Slices)/2]
+	nx := *cur
+	nx.Endpoints = append([]model.Endpoint(nil), cur.Endpoints...)
+	nx.Endpoints[0].Addresses = []netip.Addr{netip.MustParseAddr("10.99.0.1")}
+	prev = sess.Map()
+	up, err := sess.Apply(compiler.Change{
+		Removed: &model.Cluster{Slices: []*model.EndpointSlice{cur}},
+		Added:   &model.Cluster{Slices: []*model.EndpointSlice{&nx}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return prev, up.Map, up.Changed
+}
+
+// BenchmarkWriteChanges writes the restore for one moved endpoint from two maps
+// (apply --watch); the output size is reported as "bytes".
+func BenchmarkWriteChanges(b *testing.B) {
+	for _, n := range benchdata.Sizes {
+		prev, next, changed := moved(b, n)
+		b.Run(benchdata.Name(n), func(b *testing.B) {
+			var out bytes.Buffer
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				out.Reset()
+				if err := iptables.WriteChanges(&out, prev, next, changed); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(out.Len()), "bytes")
+		})
+	}
+}
+
+// BenchmarkWritePreviousMinimal is the command line's --previous --minimal for the
+// same change: the previous ruleset parsed from text, then compared chain by chain.
+func BenchmarkWritePreviousMinimal(b *testing.B) {
+	for _, n := range benchdata.Sizes {
+		prevMap, next, _ := moved(b, n)
+		var text bytes.Buffer
+		if err := iptables.Write(&text, prevMap, iptables.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(benchdata.Name(n), func(b *testing.B) {
+			var out bytes.Buffer
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				prev, err := iptables.ParseBytes("previous", text.Bytes())
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Reset()
+				if err := iptables.Write(&out, next, iptables.Options{Format: iptables.NoFlush, Previous: prev, Minimal: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(out.Len()), "bytes")
+		})
+	}
+}
