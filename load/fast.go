@@ -29,7 +29,11 @@ type notFast struct{}
 // readFast calls fn with each document of src and its number (counted as yaml.v3
 // counts them). It returns false, possibly after some calls, when src is outside the
 // subset; the caller then discards what fn did and reads src with yaml.v3.
-func readFast(src string, fn func(doc int, n *node)) (ok bool) {
+//
+// With item set, the items of a top-level "items" list (a kind: List, as kubectl
+// prints one) go to item one by one as they are read, and the list node is left
+// empty with streamed set: a large List is never held whole.
+func readFast(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) (ok bool) {
 	if !plainText(src) {
 		return false
 	}
@@ -41,8 +45,9 @@ func readFast(src string, fn func(doc int, n *node)) (ok bool) {
 			ok = false
 		}
 	}()
-	r := &fastReader{src: src}
+	r := &fastReader{src: src, item: item}
 	for doc := 1; ; doc++ {
+		r.doc, r.items, r.streamed = doc, 0, false
 		n, more := r.document()
 		if !more {
 			return true
@@ -81,6 +86,12 @@ type fastReader struct {
 	// depth counts the collections being read, to give up long before yaml.v3's
 	// limit on nesting.
 	depth int
+	// item receives the items of the document's top-level "items" list (nil: keep
+	// them in the tree); itemsDepth is the depth of that list while it is read.
+	item       func(doc, i int, n *node)
+	itemsDepth int
+	doc, items int
+	streamed   bool
 	// stack collects the children of the collections being read; each collection
 	// copies its own out when it ends, so the tree holds exactly sized slices.
 	stack []node
@@ -229,6 +240,41 @@ func (r *fastReader) open() int {
 	return len(r.stack)
 }
 
+// streamItems starts handing items to r.item when key is the document's first
+// top-level "items"; the caller stops it after the value.
+func (r *fastReader) streamItems(key *node) bool {
+	if r.item != nil && r.depth == 1 && !r.streamed && key.tag == tagStr && key.value == "items" {
+		r.streamed, r.itemsDepth = true, 2
+		return true
+	}
+	return false
+}
+
+// push adds a sequence item, or hands it on when the sequence is the streamed list.
+func (r *fastReader) push(v node) {
+	if r.itemsDepth != r.depth {
+		r.stack = append(r.stack, v)
+		return
+	}
+	item := v // only this copy escapes, and only here
+	r.item(r.doc, r.items, &item)
+	r.items++
+}
+
+func (r *fastReader) sequenceEnd(mark int) node {
+	streamed := r.itemsDepth == r.depth
+	n := r.collection(sequenceNode, mark)
+	n.streamed = streamed
+	return n
+}
+
+func (r *fastReader) flowEnd(kind nodeKind, mark int) node {
+	if kind == sequenceNode {
+		return r.sequenceEnd(mark)
+	}
+	return r.collection(kind, mark)
+}
+
 // collection copies the children gathered since mark into a node.
 func (r *fastReader) collection(kind nodeKind, mark int) node {
 	r.depth--
@@ -252,6 +298,7 @@ func (r *fastReader) mapping(ind, p int) node {
 			giveUp()
 		}
 		key := r.key(p, colon)
+		stream := r.streamItems(&key)
 		var v node
 		q := colon + 1
 		for q < len(r.src) && r.src[q] == ' ' {
@@ -264,6 +311,9 @@ func (r *fastReader) mapping(ind, p int) node {
 			var end int
 			v, end = r.inline(q, ind)
 			r.pos = r.endLine(end)
+		}
+		if stream {
+			r.itemsDepth = 0
 		}
 		r.stack = append(r.stack, key, v)
 		if !r.sameLevel(ind) {
@@ -312,9 +362,9 @@ func (r *fastReader) sequence(ind int) node {
 			v, end = r.inline(p, ind)
 			r.pos = r.endLine(end)
 		}
-		r.stack = append(r.stack, v)
+		r.push(v)
 		if !r.sameLevel(ind) || !r.seqEntry(r.pos+ind) {
-			return r.collection(sequenceNode, mark)
+			return r.sequenceEnd(mark)
 		}
 	}
 }
@@ -619,6 +669,7 @@ func (r *fastReader) flow(p, ind int) (node, int) {
 		return r.collection(kind, mark), p + 1
 	}
 	for {
+		stream := false
 		if kind == mappingNode {
 			k, q := r.flowScalar(p, ind)
 			if q-p > maxKey {
@@ -633,21 +684,29 @@ func (r *fastReader) flow(p, ind int) (node, int) {
 				giveUp()
 			}
 			r.stack = append(r.stack, k)
+			stream = r.streamItems(&k)
 		}
 		v, q := r.flowValue(p, ind)
-		r.stack = append(r.stack, v)
+		if kind == mappingNode {
+			if stream {
+				r.itemsDepth = 0
+			}
+			r.stack = append(r.stack, v)
+		} else {
+			r.push(v)
+		}
 		p = r.flowSpace(q, ind)
 		switch s[p] {
 		case ',':
 			p = r.flowSpace(p+1, ind)
 			if s[p] == close {
-				return r.collection(kind, mark), p + 1
+				return r.flowEnd(kind, mark), p + 1
 			}
 			if s[p] == ',' {
 				giveUp()
 			}
 		case close:
-			return r.collection(kind, mark), p + 1
+			return r.flowEnd(kind, mark), p + 1
 		default:
 			giveUp()
 		}

@@ -8,15 +8,18 @@
 package load
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/svcgen/svcgen/model"
 	"go.yaml.in/yaml/v3"
@@ -110,31 +113,43 @@ func IsManifest(path string) bool {
 }
 
 func (l *Loader) file(path string) error {
-	data, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	l.Bytes(path, data)
+	defer fh.Close()
+	// Read straight into a string: the tree's scalars are pieces of it, with no copy.
+	var text strings.Builder
+	if info, err := fh.Stat(); err == nil {
+		text.Grow(int(info.Size()) + 1)
+	}
+	if _, err := io.Copy(&text, fh); err != nil {
+		return err
+	}
+	l.Text(path, text.String())
 	return nil
 }
 
-// Bytes loads the documents of one input named name. The fast reader (fast.go) reads
-// it when it can; otherwise, or when it gives up part way, yaml.v3 reads it again
-// from the start and what the fast reader did is undone.
-func (l *Loader) Bytes(name string, data []byte) {
-	if i := bytes.IndexByte(data, 0); i >= 0 {
+// Bytes loads the documents of one input named name.
+func (l *Loader) Bytes(name string, data []byte) { l.Text(name, string(data)) }
+
+// Text loads the documents of one input named name. The fast reader (fast.go) reads
+// it when it can, a large input in pieces on every core; otherwise, or when it gives
+// up part way, yaml.v3 reads it again from the start and what the fast reader did is
+// undone.
+func (l *Loader) Text(name, src string) {
+	if i := strings.IndexByte(src, 0); i >= 0 {
 		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", i)
 		return
 	}
-	before := l.mark()
-	fast := readFast(string(data), func(doc int, n *node) {
-		l.document(model.Origin{File: name, Doc: doc}, n)
-	})
-	if fast {
-		return
+	if !l.fast(name, src) {
+		l.slow(name, src)
 	}
-	l.rollback(before)
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+}
+
+// slow reads src with yaml.v3.
+func (l *Loader) slow(name, src string) {
+	dec := yaml.NewDecoder(strings.NewReader(src))
 	for doc := 1; ; doc++ {
 		var n yaml.Node
 		err := dec.Decode(&n)
@@ -152,6 +167,132 @@ func (l *Loader) Bytes(name string, data []byte) {
 	}
 }
 
+// pieceSize is the least input worth splitting: below it a goroutine costs more than
+// it saves.
+const pieceSize = 1 << 20
+
+// fast reads src with the fast reader, in pieces in parallel when it is large and
+// has many documents; false when the reader gave up (l is then as before).
+func (l *Loader) fast(name, src string) bool {
+	return l.fastPieces(name, src, runtime.GOMAXPROCS(0), pieceSize)
+}
+
+func (l *Loader) fastPieces(name, src string, n, min int) bool {
+	before := l.mark()
+	pieces, first := splitDocuments(src, n, min)
+	subs := make([]*Loader, len(pieces))
+	ok := make([]bool, len(pieces))
+	read := func(i int) {
+		n := 0
+		sub := subs[i]
+		var items mark
+		ok[i] = readFast(pieces[i], func(doc int, tree *node) {
+			n++
+			if list := get(tree, "items"); list != nil && list.streamed && !isList(tree) {
+				sub.rollback(items) // not a List after all: its items mean nothing
+			}
+			sub.document(model.Origin{File: name, Doc: first[i] + doc}, tree)
+		}, func(doc, j int, item *node) {
+			if j == 0 {
+				items = sub.mark()
+			}
+			sub.listItem(model.Origin{File: name, Doc: first[i] + doc}, j, item)
+		})
+		// The later pieces are numbered from the split's count: check it.
+		if i+1 < len(pieces) && n != first[i+1]-first[i] {
+			ok[i] = false
+		}
+	}
+	subs[0] = l
+	for i := 1; i < len(pieces); i++ {
+		subs[i] = &Loader{Dialect: l.Dialect}
+	}
+	if len(pieces) == 1 {
+		read(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range pieces {
+			wg.Go(func() { read(i) })
+		}
+		wg.Wait()
+	}
+	if slices.Contains(ok, false) {
+		l.rollback(before)
+		return false
+	}
+	for _, sub := range subs[1:] {
+		appendCluster(&l.Cluster, &sub.Cluster)
+		l.Errors.Merge(&sub.Errors)
+		l.Warnings.Merge(&sub.Warnings)
+	}
+	return true
+}
+
+// splitDocuments cuts src into at most n pieces of at least min bytes, each after the
+// first starting at a "---" line, and numbers their documents as yaml.v3 would:
+// first[i] documents come before piece i.
+func splitDocuments(src string, n, min int) (pieces []string, first []int) {
+	if n > 1 && len(src) >= 2*min {
+		size := max(len(src)/n, min)
+		start := 0
+		for len(pieces) < n-1 {
+			cut := nextMarker(src, start+size)
+			if cut < 0 || len(src)-cut < min {
+				break
+			}
+			pieces = append(pieces, src[start:cut])
+			start = cut
+		}
+		pieces = append(pieces, src[start:])
+	} else {
+		pieces = []string{src}
+	}
+	first = make([]int, len(pieces))
+	for i := 1; i < len(pieces); i++ {
+		first[i] = first[i-1] + countDocuments(pieces[i-1], i == 1)
+	}
+	return pieces, first
+}
+
+// nextMarker finds the first "---" line starting at or after from.
+func nextMarker(src string, from int) int {
+	for from < len(src) {
+		i := strings.Index(src[from:], "\n---")
+		if i < 0 {
+			return -1
+		}
+		at := from + i + 1
+		if isMarker(src[at:]) {
+			return at
+		}
+		from = at
+	}
+	return -1
+}
+
+func isMarker(s string) bool {
+	return strings.HasPrefix(s, "---") && (len(s) == 3 || s[3] == ' ' || s[3] == '\n')
+}
+
+// countDocuments counts the documents of a piece: one per "---" line, and in the
+// first piece one more when content comes before the first "---".
+func countDocuments(piece string, firstPiece bool) int {
+	n := 0
+	implicit := false
+	for line := range strings.Lines(piece) {
+		switch t := strings.TrimLeft(line, " "); {
+		case isMarker(line):
+			n++
+		case n == 0 && firstPiece && t != "\n" && t != "" && t[0] != '#':
+			implicit = true
+		}
+	}
+	if implicit {
+		n++
+	}
+	return n
+}
+
 // mark is how much a Loader holds, so that a failed fast read can be undone.
 type mark struct {
 	cluster       model.Cluster
@@ -162,19 +303,23 @@ func (l *Loader) mark() mark {
 	return mark{cluster: l.Cluster, errors: l.Errors.Len(), warns: l.Warnings.Len()}
 }
 
-// rollback forgets everything loaded since m.
+// rollback forgets everything loaded since m. The lists get back the headers they
+// had (what was appended since lies beyond their length).
 func (l *Loader) rollback(m mark) {
-	c := &l.Cluster
-	c.Services = c.Services[:len(m.cluster.Services)]
-	c.Slices = c.Slices[:len(m.cluster.Slices)]
-	c.Endpoints = c.Endpoints[:len(m.cluster.Endpoints)]
-	c.Pods = c.Pods[:len(m.cluster.Pods)]
-	c.Nodes = c.Nodes[:len(m.cluster.Nodes)]
-	c.ServiceCIDRs = c.ServiceCIDRs[:len(m.cluster.ServiceCIDRs)]
-	c.Configs = c.Configs[:len(m.cluster.Configs)]
-	c.Environments = c.Environments[:len(m.cluster.Environments)]
+	l.Cluster = m.cluster
 	l.Errors.Truncate(m.errors)
 	l.Warnings.Truncate(m.warns)
+}
+
+func appendCluster(dst, src *model.Cluster) {
+	dst.Services = append(dst.Services, src.Services...)
+	dst.Slices = append(dst.Slices, src.Slices...)
+	dst.Endpoints = append(dst.Endpoints, src.Endpoints...)
+	dst.Pods = append(dst.Pods, src.Pods...)
+	dst.Nodes = append(dst.Nodes, src.Nodes...)
+	dst.ServiceCIDRs = append(dst.ServiceCIDRs, src.ServiceCIDRs...)
+	dst.Configs = append(dst.Configs, src.Configs...)
+	dst.Environments = append(dst.Environments, src.Environments...)
 }
 
 // yamlError drops the "yaml: " prefix; the message says YAML syntax instead.
@@ -258,15 +403,37 @@ func (l *Loader) list(w *walker, n *node) {
 		w.errorf("items", "expected a list, got %s", describe(items))
 		return
 	}
-	for i := range items.content {
-		item := &items.content[i]
-		o := w.origin
-		o.Kind, o.Name, o.Namespace = "", "", ""
-		o.Item = w.origin.Field(fmt.Sprintf("items[%d]", i))
-		if item.kind != mappingNode {
-			l.Errors.Add(o, "", "expected a Kubernetes object, got %s", describe(item))
-			continue
-		}
-		l.object(o, item)
+	if items.streamed {
+		return // the fast reader handed them to listItem as it read them
 	}
+	for i := range items.content {
+		l.listItem(w.origin, i, &items.content[i])
+	}
+}
+
+// listItem decodes item i of a List whose origin is o.
+func (l *Loader) listItem(o model.Origin, i int, item *node) {
+	o.Kind, o.Name, o.Namespace = "", "", ""
+	o.Item = o.Field("items[" + strconv.Itoa(i) + "]")
+	if item.kind != mappingNode {
+		l.Errors.Add(o, "", "expected a Kubernetes object, got %s", describe(item))
+		return
+	}
+	l.object(o, item)
+}
+
+// isList reports whether object decodes as a kind: List (see object).
+func isList(n *node) bool {
+	str := func(key string) string {
+		if v := get(n, key); v != nil && v.kind == scalarNode && v.tag == tagStr {
+			return v.value
+		}
+		return ""
+	}
+	apiVersion, kind := str("apiVersion"), str("kind")
+	if apiVersion != "v1" || !strings.HasSuffix(kind, "List") {
+		return false
+	}
+	_, other := decoders[kindKey{apiVersion, kind}]
+	return kind == "List" || !other
 }

@@ -89,6 +89,7 @@ func (l *Loader) serviceCIDR(w *walker, n *node) {
 	_, sc.Name, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	sc.Origin = w.origin
 	spec := w.mapping(n, "", "spec")
+	before := l.Errors.Len()
 	for i, c := range w.strList(spec, "spec", "cidrs") {
 		p, ok := w.prefix(c, index("spec.cidrs", i))
 		if !ok {
@@ -100,7 +101,8 @@ func (l *Loader) serviceCIDR(w *walker, n *node) {
 		}
 		sc.CIDRs = append(sc.CIDRs, p)
 	}
-	if len(sc.CIDRs) == 0 && len(l.Errors.List()) == 0 {
+	if len(sc.CIDRs) == 0 && l.Errors.Len() == before {
+		// "missing" only when no entry was reported wrong above.
 		w.errorf("spec.cidrs", "missing")
 	}
 	l.Cluster.ServiceCIDRs = append(l.Cluster.ServiceCIDRs, sc)

@@ -14,6 +14,9 @@ import (
 type node struct {
 	kind nodeKind
 	tag  scalarTag // scalars only
+	// streamed: a List's items that the fast reader handed on one by one (content
+	// is empty).
+	streamed bool
 	// value is a scalar's text, after quoting and escapes are undone.
 	value string
 	// content is a mapping's keys and values, alternating, or a sequence's items.

@@ -1,7 +1,6 @@
 package load
 
 import (
-	"fmt"
 	"net/netip"
 	"strconv"
 
@@ -33,7 +32,7 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
 // mapping returns the mapping at key (nil when absent), reporting any other shape.
 func (w *walker) mapping(parent *node, path, key string) *node {
