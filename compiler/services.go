@@ -106,10 +106,15 @@ func (b *builder) port(s *model.Service, sp model.ServicePort, cip netip.Addr) *
 // address of an endpoint counts, duplicates keep the first unless the later one is not
 // terminating, and the result is sorted by its "IP:port" string.
 func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoint {
-	var out []ir.Endpoint
-	var keys []string // out[i].String(), made once
+	list := b.slices[s.Key()]
+	n := 0
+	for _, es := range list {
+		n += len(es.Endpoints)
+	}
+	out := make([]ir.Endpoint, 0, n)
+	keys := make([]string, 0, n) // out[i].String(), made once
 	var byKey map[string]int
-	for _, es := range b.slices[s.Key()] {
+	for _, es := range list {
 		port := slicePort(es, sp)
 		if port == 0 {
 			continue

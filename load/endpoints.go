@@ -1,6 +1,8 @@
 package load
 
 import (
+	"net/netip"
+
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -26,6 +28,9 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 	w.seq(n, "", "ports", func(pn *node, path string) {
 		es.Ports = append(es.Ports, w.endpointPort(pn, path))
 	})
+	if eps := get(n, "endpoints"); eps != nil && eps.kind == sequenceNode {
+		es.Endpoints = make([]model.Endpoint, 0, len(eps.content))
+	}
 	w.seq(n, "", "endpoints", func(en *node, path string) {
 		if ep, ok := w.endpoint(en, path, es.AddressType); ok {
 			es.Endpoints = append(es.Endpoints, ep)
@@ -60,36 +65,42 @@ func (w *walker) endpoint(en *node, path, addressType string) (model.Endpoint, b
 		w.errorf(path, "expected a mapping, got %s", describe(en))
 		return ep, false
 	}
-	for i, a := range w.strList(en, path, "addresses") {
-		if addressType == "FQDN" {
-			continue
+	// Paths are joined only where a problem needs one: a cluster has many endpoints.
+	if list := get(en, "addresses"); list != nil && list.kind == sequenceNode && addressType != "FQDN" {
+		ep.Addresses = make([]netip.Addr, 0, len(list.content))
+	}
+	w.seq(en, path, "addresses", func(an *node, ap string) {
+		a, ok := w.strItem(an, ap)
+		if !ok || addressType == "FQDN" {
+			return
 		}
-		ap := index(join(path, "addresses"), i)
 		addr, ok := w.addr(a, ap)
 		if !ok {
-			continue
+			return
 		}
 		if string(model.FamilyOf(addr)) != addressType {
 			w.errorf(ap, "%s is not an %s address (the slice's addressType)", addr, addressType)
-			continue
+			return
 		}
 		ep.Addresses = append(ep.Addresses, addr)
+	})
+	if cond := w.mapping(en, path, "conditions"); cond != nil {
+		cp := join(path, "conditions")
+		ep.Ready = w.boolPtr(cond, cp, "ready")
+		ep.Serving = w.boolPtr(cond, cp, "serving")
+		ep.Terminating = w.boolPtr(cond, cp, "terminating")
 	}
-	cond := w.mapping(en, path, "conditions")
-	cp := join(path, "conditions")
-	ep.Ready = w.boolPtr(cond, cp, "ready")
-	ep.Serving = w.boolPtr(cond, cp, "serving")
-	ep.Terminating = w.boolPtr(cond, cp, "terminating")
 	ep.NodeName = w.strAt(en, path, "nodeName")
 	ep.Zone = w.strAt(en, path, "zone")
-	hints := w.mapping(en, path, "hints")
-	hp := join(path, "hints")
-	w.seq(hints, hp, "forZones", func(h *node, p string) {
-		ep.ZoneHints = append(ep.ZoneHints, w.strAt(h, p, "name"))
-	})
-	w.seq(hints, hp, "forNodes", func(h *node, p string) {
-		ep.NodeHints = append(ep.NodeHints, w.strAt(h, p, "name"))
-	})
+	if hints := w.mapping(en, path, "hints"); hints != nil {
+		hp := join(path, "hints")
+		w.seq(hints, hp, "forZones", func(h *node, p string) {
+			ep.ZoneHints = append(ep.ZoneHints, w.strAt(h, p, "name"))
+		})
+		w.seq(hints, hp, "forNodes", func(h *node, p string) {
+			ep.NodeHints = append(ep.NodeHints, w.strAt(h, p, "name"))
+		})
+	}
 	return ep, true
 }
 

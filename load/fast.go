@@ -34,6 +34,13 @@ type notFast struct{}
 // prints one) go to item one by one as they are read, and the list node is left
 // empty with streamed set: a large List is never held whole.
 func readFast(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) (ok bool) {
+	return readFastInto(src, fn, item, false)
+}
+
+// readFastInto is readFast; with reuse, the memory of a document's tree (and of each
+// streamed item) is used again for the next one, so fn and item must not keep any
+// node. The Loader's walker keeps only strings.
+func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n *node), reuse bool) (ok bool) {
 	if !plainText(src) {
 		return false
 	}
@@ -45,7 +52,7 @@ func readFast(src string, fn func(doc int, n *node), item func(doc, i int, n *no
 			ok = false
 		}
 	}()
-	r := &fastReader{src: src, item: item}
+	r := &fastReader{src: src, item: item, reuse: reuse}
 	for doc := 1; ; doc++ {
 		r.doc, r.items, r.streamed = doc, 0, false
 		n, more := r.document()
@@ -53,6 +60,7 @@ func readFast(src string, fn func(doc int, n *node), item func(doc, i int, n *no
 			return true
 		}
 		fn(doc, &n)
+		r.slab = r.slab[:0]
 	}
 }
 
@@ -92,6 +100,13 @@ type fastReader struct {
 	itemsDepth int
 	doc, items int
 	streamed   bool
+	// With reuse, collections take their children's memory from slab, which is
+	// emptied after each document (and back to itemMark after each streamed item,
+	// unless a new slab was started: slabs counts them).
+	reuse           bool
+	slab            []node
+	slabs, itemSlab int
+	itemMark        int
 	// stack collects the children of the collections being read; each collection
 	// copies its own out when it ends, so the tree holds exactly sized slices.
 	stack []node
@@ -240,11 +255,29 @@ func (r *fastReader) open() int {
 	return len(r.stack)
 }
 
+// slabSize is how many nodes a slab holds (about 3 MB).
+const slabSize = 64 << 10
+
+// alloc returns room for n children (never nil, as yaml.v3's trees have it).
+func (r *fastReader) alloc(n int) []node {
+	if !r.reuse {
+		return make([]node, n)
+	}
+	if len(r.slab)+n > cap(r.slab) {
+		r.slab = make([]node, 0, max(n, slabSize))
+		r.slabs++
+	}
+	i := len(r.slab)
+	r.slab = r.slab[:i+n]
+	return r.slab[i : i+n : i+n]
+}
+
 // streamItems starts handing items to r.item when key is the document's first
 // top-level "items"; the caller stops it after the value.
 func (r *fastReader) streamItems(key *node) bool {
 	if r.item != nil && r.depth == 1 && !r.streamed && key.tag == tagStr && key.value == "items" {
 		r.streamed, r.itemsDepth = true, 2
+		r.itemMark, r.itemSlab = len(r.slab), r.slabs
 		return true
 	}
 	return false
@@ -259,6 +292,13 @@ func (r *fastReader) push(v node) {
 	item := v // only this copy escapes, and only here
 	r.item(r.doc, r.items, &item)
 	r.items++
+	if r.reuse {
+		if r.slabs != r.itemSlab {
+			// The item started a slab: all of it is the item's.
+			r.itemMark, r.itemSlab = 0, r.slabs
+		}
+		r.slab = r.slab[:r.itemMark]
+	}
 }
 
 func (r *fastReader) sequenceEnd(mark int) node {
@@ -278,7 +318,7 @@ func (r *fastReader) flowEnd(kind nodeKind, mark int) node {
 // collection copies the children gathered since mark into a node.
 func (r *fastReader) collection(kind nodeKind, mark int) node {
 	r.depth--
-	n := node{kind: kind, content: make([]node, len(r.stack)-mark)}
+	n := node{kind: kind, content: r.alloc(len(r.stack) - mark)}
 	copy(n.content, r.stack[mark:])
 	clear(r.stack[mark:])
 	r.stack = r.stack[:mark]

@@ -44,6 +44,7 @@ type Loader struct {
 	Cluster  model.Cluster
 	Errors   model.Problems
 	Warnings model.Problems
+	bools    [2]bool // false, true: see walker.boolPtr
 }
 
 // StdinName is how stdin is named in messages.
@@ -186,7 +187,7 @@ func (l *Loader) fastPieces(name, src string, n, min int) bool {
 		n := 0
 		sub := subs[i]
 		var items mark
-		ok[i] = readFast(pieces[i], func(doc int, tree *node) {
+		ok[i] = readFastInto(pieces[i], func(doc int, tree *node) {
 			n++
 			if list := get(tree, "items"); list != nil && list.streamed && !isList(tree) {
 				sub.rollback(items) // not a List after all: its items mean nothing
@@ -197,7 +198,7 @@ func (l *Loader) fastPieces(name, src string, n, min int) bool {
 				items = sub.mark()
 			}
 			sub.listItem(model.Origin{File: name, Doc: first[i] + doc}, j, item)
-		})
+		}, true)
 		// The later pieces are numbered from the split's count: check it.
 		if i+1 < len(pieces) && n != first[i+1]-first[i] {
 			ok[i] = false
@@ -341,7 +342,8 @@ func (l *Loader) document(o model.Origin, n *node) {
 
 // object decodes one object (or a List of them) of a known kind.
 func (l *Loader) object(o model.Origin, n *node) {
-	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect}
+	l.bools[1] = true
+	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect, bools: &l.bools}
 	apiVersion := w.str(n, "apiVersion")
 	kind := w.str(n, "kind")
 	if kind == "" {

@@ -15,6 +15,7 @@ type walker struct {
 	errs    *model.Problems
 	warns   *model.Problems
 	dialect Dialect
+	bools   *[2]bool // false and true, for boolPtr
 }
 
 func (w *walker) errorf(field, format string, args ...any) {
@@ -121,13 +122,17 @@ func (w *walker) boolean(parent *node, path, key string) (v, ok bool) {
 	return b, true
 }
 
-// boolPtr reads an optional bool.
+// boolPtr reads an optional bool. The pointer is to one of the Loader's two values,
+// shared by every object it loads: model values are read, never written through.
 func (w *walker) boolPtr(parent *node, path, key string) *bool {
 	v, ok := w.boolean(parent, path, key)
 	if !ok {
 		return nil
 	}
-	return &v
+	if v {
+		return &w.bools[1]
+	}
+	return &w.bools[0]
 }
 
 // integer reads an integer field in [min, max]; ok is false when absent or wrong.
