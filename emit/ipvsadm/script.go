@@ -90,11 +90,9 @@ func quoteAll(words []string) string {
 // heredoc writes "prefix <<'TAG'", the body, and TAG: the shell expands nothing in
 // it, and a body line equal to TAG (which would end it early) is refused.
 func (s *sh) heredoc(prefix, tag string, body []byte) {
-	for _, l := range strings.Split(string(body), "\n") {
-		if l == tag {
-			s.fail(fmt.Errorf("here-document %s: the body has a line %q", tag, tag))
-			return
-		}
+	if hasLine(body, tag) {
+		s.fail(fmt.Errorf("here-document %s: the body has a line %q", tag, tag))
+		return
 	}
 	s.w.WriteString(prefix + " <<'" + tag + "'\n")
 	s.w.Write(body)
@@ -104,34 +102,42 @@ func (s *sh) heredoc(prefix, tag string, body []byte) {
 	s.w.WriteString(tag + "\n")
 }
 
+// hasLine reports whether text has a line equal to line, without splitting it.
+func hasLine(text []byte, line string) bool {
+	for len(text) > 0 {
+		i := bytes.Index(text, []byte(line))
+		if i < 0 {
+			return false
+		}
+		end := i + len(line)
+		if (i == 0 || text[i-1] == '\n') && (end == len(text) || text[end] == '\n') {
+			return true
+		}
+		text = text[i+1:]
+	}
+	return false
+}
+
 // parts renders the data parts once, for the script and for --split alike.
 type parts struct {
 	addresses, ipset, ipvs, iptables []byte
 }
 
 func render(n *Node) (*parts, error) {
-	var p parts
-	var b bytes.Buffer
+	var addresses, ipset, ipvs, ipt bytes.Buffer
 	for _, a := range n.Addresses {
-		b.WriteString(a.String() + "\n")
+		addresses.WriteString(a.String() + "\n")
 	}
-	p.addresses = bytes.Clone(b.Bytes())
-	b.Reset()
-	if err := WriteSets(&b, n.Sets); err != nil {
+	if err := WriteSets(&ipset, n.Sets); err != nil {
 		return nil, err
 	}
-	p.ipset = bytes.Clone(b.Bytes())
-	b.Reset()
-	if err := WriteRules(&b, n.Services); err != nil {
+	if err := WriteRules(&ipvs, n.Services); err != nil {
 		return nil, err
 	}
-	p.ipvs = bytes.Clone(b.Bytes())
-	b.Reset()
-	if err := WritePayload(&b, n); err != nil {
+	if err := WritePayload(&ipt, n); err != nil {
 		return nil, err
 	}
-	p.iptables = bytes.Clone(b.Bytes())
-	return &p, nil
+	return &parts{addresses: addresses.Bytes(), ipset: ipset.Bytes(), ipvs: ipvs.Bytes(), iptables: ipt.Bytes()}, nil
 }
 
 // WritePayload writes the companion chains as kube-proxy's restore payload, for
