@@ -9,6 +9,7 @@ import (
 
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 )
 
@@ -52,6 +53,15 @@ endpoints:
 
 func compileStep(t *testing.T, s step, opts iptables.Options) []byte {
 	t.Helper()
+	var b bytes.Buffer
+	if err := iptables.Write(&b, mapStep(t, s), opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func mapStep(t *testing.T, s step) *ir.ServiceMap {
+	t.Helper()
 	l := &load.Loader{}
 	for _, p := range []string{"../examples"} {
 		if err := l.Path(p, nil); err != nil {
@@ -77,8 +87,30 @@ func compileStep(t *testing.T, s step, opts iptables.Options) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res.Map
+}
+
+// changesStep is iptables.WriteChanges from one step's map to the next's, naming
+// every Service of either (a superset of what changed, as the contract allows), or
+// nil for a full resync.
+func changesStep(t *testing.T, prev, next step, all bool) []byte {
+	t.Helper()
+	pm, nm := mapStep(t, prev), mapStep(t, next)
+	var changed []string
+	if !all {
+		seen := map[string]bool{}
+		for _, m := range []*ir.ServiceMap{pm, nm} {
+			for _, s := range m.Services {
+				seen[s.Key()] = true
+			}
+		}
+		for k := range seen {
+			changed = append(changed, k)
+		}
+		sort.Strings(changed)
+	}
 	var b bytes.Buffer
-	if err := iptables.Write(&b, res.Map, opts); err != nil {
+	if err := iptables.WriteChanges(&b, pm, nm, changed); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -112,14 +144,21 @@ func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 		}
 		mustRestore(t, l, fresh, other)
 		want := saveOf(t, l, fresh)
-		for _, minimal := range []bool{false, true} {
+		for _, variant := range []string{"partial", "minimal", "changes", "resync"} {
+			minimal := variant == "minimal"
 			if err := l.feed(node, saved, "iptables-restore"); err != nil {
 				t.Fatal(err)
 			}
-			partial := compileStep(t, s, iptables.Options{Format: iptables.NoFlush, Previous: prev, Minimal: minimal})
+			var partial []byte
+			switch variant {
+			case "changes", "resync":
+				partial = changesStep(t, partialSteps[i-1], s, variant == "resync")
+			default:
+				partial = compileStep(t, s, iptables.Options{Format: iptables.NoFlush, Previous: prev, Minimal: minimal})
+			}
 			mustRestore(t, l, node, partial)
 			if got := saveOf(t, l, node); got != want {
-				t.Errorf("step %q (minimal=%v): partial restore leaves\n%s\nwant\n%s\npartial was:\n%s", s.name, minimal, got, want, partial)
+				t.Errorf("step %q (%s): partial restore leaves\n%s\nwant\n%s\npartial was:\n%s", s.name, variant, got, want, partial)
 			}
 			if minimal && bytes.Contains(partial, []byte(":KUBE-POSTROUTING")) {
 				t.Errorf("step %q: --minimal rewrote KUBE-POSTROUTING, which never changes", s.name)
