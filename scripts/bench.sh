@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Runs svcgen end to end on generated clusters and prints one table: input size,
+# compile time (wall and CPU), peak memory, output size, the --previous --minimal
+# partial for one moved endpoint, and, as root, how long the kernel takes to load the
+# result (iptables-restore in a scratch network namespace, which is deleted after).
+#
+#   scripts/bench.sh                  # 1,000 and 10,000 Services x 10 endpoints
+#   scripts/bench.sh 2000 20000       # other sizes (Services; 10 endpoints each)
+#   RUNS=5 scripts/bench.sh           # best of 5 (default 3) for the compile figures
+#
+# Files go to .cache/bench (git-ignored). Needs GNU time (/usr/bin/time, Debian
+# package "time") for peak memory; without it that column is empty.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
+
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(1000 10000)
+runs=${RUNS:-3}
+dir=.cache/bench
+mkdir -p "$dir"
+go build -o "$dir/svcgen" ./cmd/svcgen
+svcgen="$dir/svcgen"
+
+have_time=false
+[ -x /usr/bin/time ] && have_time=true
+kernel=false
+if [ "$(id -u)" = 0 ] && command -v iptables-restore >/dev/null && command -v ip >/dev/null; then
+  kernel=true
+fi
+ns="svcgen-bench-$$"
+cleanup() { ip netns del "$ns" 2>/dev/null || true; }
+trap cleanup EXIT
+
+# measure CMD...: runs the command $runs times; prints "wall cpu maxrss_kb" of the
+# run with the least CPU time.
+measure() {
+  local best="" best_cpu=0
+  for _ in $(seq "$runs"); do
+    local line
+    if $have_time; then
+      line=$(/usr/bin/time -f '%e %U %S %M' "$@" 2>&1 >/dev/null | tail -1)
+    else
+      local t0 t1
+      t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
+      line="$(calc "$t1 - $t0") 0 0 -"
+    fi
+    read -r wall user sys rss <<<"$line"
+    local cpu
+    cpu=$(calc "$user + $sys")
+    if [ -z "$best" ] || awk -v a="$cpu" -v b="$best_cpu" 'BEGIN { exit !(a < b) }'; then
+      best="$wall $cpu $rss"
+      best_cpu=$cpu
+    fi
+  done
+  echo "$best"
+}
+
+# kernel_load FILE [NOFLUSH_PARTIAL]: seconds iptables-restore takes in a fresh
+# namespace for FILE, and then for the partial (0 without one).
+kernel_load() {
+  cleanup
+  ip netns add "$ns"
+  local t0 t1 t2
+  t0=$(date +%s.%N)
+  ip netns exec "$ns" iptables-restore <"$1"
+  t1=$(date +%s.%N)
+  if [ -n "${2:-}" ]; then
+    ip netns exec "$ns" iptables-restore --noflush <"$2"
+  fi
+  t2=$(date +%s.%N)
+  cleanup
+  printf '%.2f %.3f' "$(calc "$t1 - $t0")" "$(calc "$t2 - $t1")"
+}
+
+calc() { awk "BEGIN { print $* }"; }
+
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1e6 }'; }
+
+printf '| Services | input | size | compile wall | compile CPU | peak RSS | rules | partial, kube-proxy shape (--previous) | partial, --previous --minimal | kernel load, full | kernel load, minimal partial |\n'
+printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+for n in "${sizes[@]}"; do
+  for format in yaml json; do
+    in="$dir/gen-$n.$format"
+    [ -s "$in" ] || "$svcgen" gen --services "$n" --endpoints 10 --format "$format" -o "$in"
+    out="$dir/out-$n-$format.rules"
+    read -r wall cpu rss <<<"$(measure "$svcgen" compile -f "$in" -o "$out")"
+    partial="-"
+    kpartial="-"
+    load="-"
+    pload="-"
+    if [ "$format" = yaml ]; then
+      # One endpoint moves: pod address 10.128.1.1 (an endpoint of svc-25) becomes
+      # 10.99.0.1.
+      moved="$dir/moved-$n.yaml"
+      sed 's/^\( *- \)10\.128\.1\.1$/\110.99.0.1/' "$in" >"$moved"
+      cmp -s "$in" "$moved" && { echo "bench.sh: no endpoint moved" >&2; exit 1; }
+      "$svcgen" compile -f "$moved" --previous "$out" --minimal -o "$dir/partial-$n.rules"
+      "$svcgen" compile -f "$moved" --previous "$out" -o "$dir/kube-proxy-partial-$n.rules"
+      partial="$(wc -c <"$dir/partial-$n.rules") bytes"
+      kpartial="$(mb "$(wc -c <"$dir/kube-proxy-partial-$n.rules")")"
+      if $kernel; then
+        read -r load pload <<<"$(kernel_load "$out" "$dir/partial-$n.rules")"
+        load="$load s"
+        pload="$pload s"
+      fi
+    fi
+    rsscol="-"
+    [ "$rss" != "-" ] && rsscol="$((rss / 1024)) MB"
+    printf '| %s | %s | %s | %.2f s | %.2f s | %s | %s | %s | %s | %s | %s |\n' \
+      "$n" "$format" "$(mb "$(wc -c <"$in")")" "$wall" "$cpu" "$rsscol" "$(mb "$(wc -c <"$out")")" "$kpartial" "$partial" "$load" "$pload"
+  done
+done
