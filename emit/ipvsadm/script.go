@@ -125,6 +125,19 @@ type parts struct {
 
 func render(n *Node) (*parts, error) {
 	var addresses, ipset, ipvs, ipt bytes.Buffer
+	// Room for what the parts will hold, so that the buffers do not grow by copying
+	// (estimates by line; they only need to be near).
+	entries, reals := 0, 0
+	for _, set := range n.Sets {
+		entries += len(set.Entries)
+	}
+	for _, vs := range n.Services {
+		reals += len(vs.Reals)
+	}
+	addresses.Grow(len(n.Addresses) * 20)
+	ipset.Grow(entries*48 + 4096)
+	ipvs.Grow((len(n.Services)+reals)*56 + 4096)
+	ipt.Grow((len(n.NAT.Rules)+len(n.Filter.Rules))*120 + 4096)
 	for _, a := range n.Addresses {
 		addresses.WriteString(a.String() + "\n")
 	}
