@@ -33,6 +33,7 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 	}
 	e.natFixedRules(&natRules)
 	active := map[string]bool{}
+	scratchChains := map[string][]string{}
 	for _, ports := range e.plans {
 		scratchDecls.reset()
 		scratchRules.reset()
@@ -44,7 +45,7 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 			e.chainDecls(pp, &scratchDecls)
 			e.chainRules(pp, &scratchRules)
 		}
-		if opts.FullSync || !sameChains(prevNat, &scratchDecls, &scratchRules) {
+		if opts.FullSync || !sameChains(prevNat, &scratchDecls, &scratchRules, scratchChains) {
 			svcDecls.append(&scratchDecls)
 			svcRules.append(&scratchRules)
 		}
@@ -147,7 +148,13 @@ func lineChain(line []byte) string {
 // groupByChain splits rule lines ("-A NAME args") by chain, keeping the words after
 // the chain name.
 func groupByChain(buf []byte) map[string][]string {
-	out := map[string][]string{}
+	return groupByChainInto(map[string][]string{}, buf)
+}
+
+// groupByChainInto is groupByChain into a map that is emptied first (reused from one
+// Service to the next).
+func groupByChainInto(out map[string][]string, buf []byte) map[string][]string {
+	clear(out)
 	forEachLine(buf, func(line []byte) {
 		if !bytes.HasPrefix(line, []byte("-A ")) {
 			return
@@ -165,11 +172,11 @@ func groupByChain(buf []byte) map[string][]string {
 
 // sameChains reports whether the previous table holds the chains a service declares
 // with exactly the rules it would write.
-func sameChains(prev *Table, decls, rules *lineBuf) bool {
+func sameChains(prev *Table, decls, rules *lineBuf, scratch map[string][]string) bool {
 	if prev == nil {
 		return false
 	}
-	byChain := groupByChain(rules.buf)
+	byChain := groupByChainInto(scratch, rules.buf)
 	same := true
 	forEachLine(decls.buf, func(line []byte) {
 		if same {

@@ -1,7 +1,6 @@
 package iptables
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -93,17 +92,17 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%s: line %d: %s", e.Na
 
 // Parse reads iptables-restore input or iptables-save output. name is used in errors.
 func Parse(name string, r io.Reader) (*Ruleset, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	// One string for the whole text: rules keep pieces of it, not a copy a line.
+	var text strings.Builder
+	if _, err := io.Copy(&text, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	p := &parser{name: name, rs: &Ruleset{}}
-	for sc.Scan() {
+	for line := range strings.Lines(text.String()) {
 		p.line++
-		if err := p.parseLine(strings.TrimSpace(sc.Text())); err != nil {
+		if err := p.parseLine(strings.TrimSpace(line)); err != nil {
 			return nil, err
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if p.table != nil {
 		return nil, p.errorf("table %s has no COMMIT", p.table.Name)
@@ -222,7 +221,7 @@ func isNumber(s string) bool {
 // splitWords splits a rule line at spaces, keeping double-quoted words together (as
 // iptables-save quotes comments) and removing the quotes.
 func splitWords(l string) ([]string, error) {
-	var words []string
+	words := make([]string, 0, strings.Count(l, " ")+1) // room for every word at once
 	for i := 0; i < len(l); {
 		switch {
 		case l[i] == ' ' || l[i] == '\t':
