@@ -7,6 +7,7 @@
 #   scripts/bench.sh                  # 1,000 and 10,000 Services x 10 endpoints
 #   scripts/bench.sh 2000 20000       # other sizes (Services; 10 endpoints each)
 #   RUNS=5 scripts/bench.sh           # best of 5 (default 3) for the compile figures
+#   NFT_LOAD=1 scripts/bench.sh       # also time nft -f of the nftables output (slow)
 #
 # Files go to .cache/bench (git-ignored). Needs GNU time (/usr/bin/time, Debian
 # package "time") for peak memory; without it that column is empty.
@@ -109,5 +110,24 @@ for n in "${sizes[@]}"; do
     [ "$rss" != "-" ] && rsscol="$((rss / 1024)) MB"
     printf '| %s | %s | %s | %.2f s | %.2f s | %s | %s | %s | %s | %s | %s |\n' \
       "$n" "$format" "$(mb "$(wc -c <"$in")")" "$wall" "$cpu" "$rsscol" "$(mb "$(wc -c <"$out")")" "$kpartial" "$partial" "$load" "$pload"
+  done
+  # The other modes, from the YAML: the compile only (ipvs needs a kernel with IPVS;
+  # a whole nft -f of 10k Services takes minutes: NFT_LOAD=1 times it too).
+  for mode in ipvs nftables; do
+    out="$dir/out-$n.$mode"
+    read -r wall cpu rss <<<"$(measure "$svcgen" compile -m "$mode" -f "$dir/gen-$n.yaml" -o "$out")"
+    load="-"
+    if [ "$mode" = nftables ] && $kernel && [ "${NFT_LOAD:-}" = 1 ] && command -v nft >/dev/null; then
+      cleanup
+      ip netns add "$ns"
+      t0=$(date +%s.%N)
+      ip netns exec "$ns" nft -f "$out"
+      load="$(printf '%.2f' "$(calc "$(date +%s.%N) - $t0")") s"
+      cleanup
+    fi
+    rsscol="-"
+    [ "$rss" != "-" ] && rsscol="$((rss / 1024)) MB"
+    printf '| %s | yaml, -m %s | %s | %.2f s | %.2f s | %s | %s | - | - | %s | - |\n' \
+      "$n" "$mode" "$(mb "$(wc -c <"$dir/gen-$n.yaml")")" "$wall" "$cpu" "$rsscol" "$(mb "$(wc -c <"$out")")" "$load"
   done
 done
