@@ -19,6 +19,8 @@ type IPTables struct {
 	rs   *iptables.Ruleset
 	host Host
 	spec map[*iptables.Rule]*iptables.Spec
+	// labels names the Service behind each hashed chain, per table.
+	labels map[string]map[string]string
 }
 
 // NewIPTables prepares a ruleset for tracing; every rule must be understood.
@@ -35,6 +37,10 @@ func NewIPTables(rs *iptables.Ruleset, host Host) (*IPTables, error) {
 				t.spec[r] = s
 			}
 		}
+	}
+	t.labels = map[string]map[string]string{}
+	for _, tb := range t.rs.Tables {
+		t.labels[tb.Name] = serviceLabels(tb, t.spec)
 	}
 	return t, nil
 }
@@ -117,7 +123,7 @@ func (t *IPTables) Trace(p Packet) (*Result, error) {
 		}
 		outs = append(outs, o)
 	}
-	return &Result{Packet: p, Outcomes: merge(outs)}, nil
+	return &Result{Packet: p, Mode: "iptables", Outcomes: merge(outs)}, nil
 }
 
 // afterNat runs the filter hooks and POSTROUTING for one branch.
@@ -217,7 +223,7 @@ func (t *IPTables) walk(tb *iptables.Table, c *iptables.Chain, st state, depth i
 			}
 			hit := s.fork(m.p)
 			hit.affinity = hit.affinity || m.setsAffinity
-			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: r.Text()})
+			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: r.Text(), Service: t.labels[tb.Name][c.Name], P: new(big.Rat).Set(m.p)})
 			results, err := t.apply(tb, spec, hit, depth)
 			if err != nil {
 				return nil, err

@@ -22,8 +22,10 @@ type Packet struct {
 }
 
 func (p Packet) String() string {
-	return fmt.Sprintf("%s %s -> %s", p.Proto, p.Src, netip.AddrPortFrom(p.Dst, p.DPort))
+	return fmt.Sprintf("%s %s -> %s", p.Proto, p.Src, p.dst())
 }
+
+func (p Packet) dst() string { return netip.AddrPortFrom(p.Dst, p.DPort).String() }
 
 // Host describes the node the ruleset runs on.
 type Host struct {
@@ -60,6 +62,12 @@ const (
 type Step struct {
 	Table, Chain string
 	Rule         string
+	// Service names the Service port behind a chain that belongs to one ("ns/svc:port",
+	// or "ns/svc:port -> IP:port" for an endpoint's chain); empty for shared chains.
+	Service string
+	// P is the chance that the rule matched once the packet reached it: 1 for a plain
+	// match, 1/k for kube-proxy's "-m statistic" and "numgen" spreading.
+	P *big.Rat
 }
 
 // Outcome is one way the packet can go.
@@ -76,10 +84,61 @@ type Outcome struct {
 	Path     []Step
 }
 
-// Result is every outcome of a packet, endpoints first, in endpoint order.
+// Result is every outcome of a packet, in endpoint order (outcomes without an endpoint
+// first).
 type Result struct {
-	Packet   Packet
+	Packet Packet
+	// Mode is the ruleset's kind: iptables, nftables or ipvs.
+	Mode string
+	// Source describes the packet's source; the caller fills it in when it knows.
+	Source   Source
 	Outcomes []Outcome
+}
+
+// Locality is where a packet's source is, as the node sees it.
+type Locality string
+
+// Localities.
+const (
+	Unknown   Locality = ""
+	FromNode  Locality = "node"       // the node itself: the packet starts in nat OUTPUT
+	LocalPod  Locality = "local-pod"  // a pod on this node: it arrives on a pod interface
+	RemotePod Locality = "remote-pod" // a pod on another node: it arrives from the network
+	Outside   Locality = "outside"    // another host, not a pod: it arrives from the network
+)
+
+// Source says where a traced packet comes from, for people reading a trace.
+type Source struct {
+	Locality Locality
+	// Name is the Pod or Node the address belongs to ("default/web-1", "node1").
+	Name string
+}
+
+func (s Source) String() string {
+	var d string
+	switch s.Locality {
+	case FromNode:
+		d = "the node itself"
+	case LocalPod:
+		d = "a pod on this node"
+	case RemotePod:
+		d = "a pod on another node"
+	case Outside:
+		d = "another host"
+	default:
+		return ""
+	}
+	if s.Name != "" {
+		d += " (" + s.Name + ")"
+	}
+	return d
+}
+
+// Tracer follows packets through one node's ruleset. Every backend's tracer (iptables,
+// nftables, ipvs) answers with the same Result, so trace output, verify and graph work
+// the same for all of them.
+type Tracer interface {
+	Trace(Packet) (*Result, error)
 }
 
 // Endpoints lists the endpoints the packet can reach, sorted.
