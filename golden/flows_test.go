@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/trace"
+	"github.com/svcgen/svcgen/verify"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -43,13 +45,16 @@ func runFlows(t *testing.T, c goldenCase, res *pipeline.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFlows(t, c, tr.Trace)
+	checkFlows(t, c, compiler.IPTables, res, tr.Trace)
 }
 
 // checkFlows traces each flow of the case's flows.yaml and compares the endpoints (as
 // a set, as upstream lists them in rule order) or verdict, and the masquerade
-// decision.
-func checkFlows(t *testing.T, c goldenCase, traceFn func(trace.Packet) (*trace.Result, error)) {
+// decision. The service map's own answer for the flow in that mode (verify.ExpectMode,
+// which reads no rules) must give upstream's result too, and the same outcomes as the
+// trace down to each endpoint's probability, masquerade and affinity: upstream's flows
+// are the conformance test of verify's truth as much as of the rules.
+func checkFlows(t *testing.T, c goldenCase, mode compiler.Mode, res *pipeline.Result, traceFn func(trace.Packet) (*trace.Result, error)) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(c.dir, "flows.yaml"))
 	if err != nil {
@@ -70,16 +75,28 @@ func checkFlows(t *testing.T, c goldenCase, traceFn func(trace.Packet) (*trace.R
 			t.Errorf("%s: %v", f.Name, err)
 			continue
 		}
-		got, want := splitSorted(r.Summary()), splitSorted(f.Output)
-		// Upstream's tracers report masq when any path jumped to the masquerade mark.
-		masq := false
-		for _, o := range r.Outcomes {
-			masq = masq || o.Masquerade || o.Marked
-		}
-		if got != want || masq != f.Masq {
+		if got, masq := upstreamForm(r); got != splitSorted(f.Output) || masq != f.Masq {
 			t.Errorf("flow %q (%s, %s): got %q masq=%v, want %q masq=%v", f.Name, ff.Upstream, p, r.Summary(), masq, f.Output, f.Masq)
 		}
+		sm, _ := verify.ExpectMode(mode, res.Map, hostOf(res), p)
+		if got, masq := upstreamForm(sm); got != splitSorted(f.Output) || masq != f.Masq {
+			t.Errorf("flow %q (%s, %s): the service map says %q masq=%v, upstream %q masq=%v", f.Name, ff.Upstream, p, sm.Summary(), masq, f.Output, f.Masq)
+		}
+		if a, b := verify.Summary(r), verify.Summary(sm); a != b {
+			t.Errorf("flow %q (%s, %s): the rules give\n\t%s\nthe service map says\n\t%s", f.Name, ff.Upstream, p, a, b)
+		}
 	}
+}
+
+// upstreamForm is a result as upstream's flow tests state it: the endpoints (sorted) or
+// the verdict, and masq when any path was marked for masquerade (upstream's tracer
+// reports a jump to KUBE-MARK-MASQ on any path).
+func upstreamForm(r *trace.Result) (string, bool) {
+	masq := false
+	for _, o := range r.Outcomes {
+		masq = masq || o.Masquerade || o.Marked
+	}
+	return splitSorted(r.Summary()), masq
 }
 
 func splitSorted(s string) string {

@@ -103,6 +103,7 @@ func runCase(t *testing.T, c goldenCase) {
 	if _, err := os.Stat(filepath.Join(c.dir, "flows.yaml")); err == nil {
 		runFlows(t, c, res)
 	}
+	runVerify(t, res)
 }
 
 // previousStep: step N of a multi-step case runs against step N-1's complete payload.

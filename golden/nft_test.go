@@ -148,5 +148,5 @@ func runNFTFlows(t *testing.T, c goldenCase, res *pipeline.Result, table *nft.St
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkFlows(t, c, tr.Trace)
+	checkFlows(t, c, compiler.NFTables, res, tr.Trace)
 }

@@ -1,0 +1,246 @@
+package verify
+
+import (
+	"math/big"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/trace"
+)
+
+// Kind is a kind of frontend: an address and port where a Service takes traffic.
+type Kind string
+
+// Frontend kinds, in the order kube-proxy looks for them.
+const (
+	ClusterIP      Kind = "cluster IP"
+	ExternalIP     Kind = "external IP"
+	LoadBalancerIP Kind = "load-balancer IP"
+	NodePort       Kind = "node port"
+	HealthCheck    Kind = "health check node port"
+)
+
+// Frontend is one place a service port takes traffic.
+type Frontend struct {
+	Service *ir.Service
+	Port    *ir.Port
+	Kind    Kind
+	Addr    netip.AddrPort
+}
+
+func (f Frontend) String() string {
+	return string(f.Kind) + " " + f.Addr.String() + "/" + protoOf(f).Lower()
+}
+
+func protoOf(f Frontend) model.Protocol {
+	if f.Kind == HealthCheck {
+		return model.TCP // health checks are HTTP
+	}
+	return f.Port.Protocol
+}
+
+// Expect is what the service map says happens to the first packet of a connection on
+// one node: the semantics kube-proxy implements in every mode (its traffic-policy and
+// masquerade rules), computed from the IR's decisions without looking at any ruleset.
+// It is the truth verify holds each backend's rules to; Differences lists where a mode
+// departs from it on purpose.
+//
+// host holds the node's addresses; a packet whose source is one of them comes from the
+// node itself.
+func Expect(sm *ir.ServiceMap, host trace.Host, p trace.Packet) *trace.Result {
+	res, _, _ := expect(sm, host, p)
+	return res
+}
+
+// ExpectMode is Expect with one mode's documented differences applied; applied names
+// the differences that changed the expectation.
+func ExpectMode(m compiler.Mode, sm *ir.ServiceMap, host trace.Host, p trace.Packet) (res *trace.Result, applied []string) {
+	res, f, ok := expect(sm, host, p)
+	c := &probeContext{frontend: f, found: ok, packet: p, host: host}
+	for _, d := range DifferencesOf(m) {
+		if d.adjust(c, res) {
+			applied = append(applied, d.Name)
+		}
+	}
+	return res, applied
+}
+
+func expect(sm *ir.ServiceMap, host trace.Host, p trace.Packet) (*trace.Result, Frontend, bool) {
+	x := expecter{sm: sm, host: host}
+	res := &trace.Result{Packet: p, Mode: "service map"}
+	f, ok := x.frontend(p)
+	if !ok {
+		res.Outcomes = verdict(trace.None)
+		return res, f, false
+	}
+	res.Outcomes = x.outcomes(f, p)
+	return res, f, true
+}
+
+type expecter struct {
+	sm   *ir.ServiceMap
+	host trace.Host
+}
+
+// frontend finds the frontend a packet is for: cluster IPs, external IPs and
+// load-balancer IPs of every service port in map order, then node ports, then
+// health-check node ports (kube-proxy's KUBE-SERVICES order, its last rule handing
+// local destinations to KUBE-NODEPORTS).
+func (x *expecter) frontend(p trace.Packet) (Frontend, bool) {
+	for _, f := range x.frontends() {
+		if f.Addr.Port() == p.DPort && protoOf(f).Lower() == p.Proto && x.hits(f, p.Dst) {
+			return f, true
+		}
+	}
+	return Frontend{}, false
+}
+
+// frontends lists every frontend of the map; node ports and health checks are listed
+// once, on the unspecified address, and matched against the node's addresses.
+func (x *expecter) frontends() []Frontend {
+	var vips, nodePorts, health []Frontend
+	for _, s := range x.sm.Services {
+		for _, p := range s.Ports {
+			f := Frontend{Service: s, Port: p}
+			add := func(k Kind, a netip.Addr, port uint16) {
+				f.Kind, f.Addr = k, netip.AddrPortFrom(a, port)
+				vips = append(vips, f)
+			}
+			add(ClusterIP, p.ClusterIP, p.Port)
+			for _, a := range p.ExternalIPs {
+				add(ExternalIP, a, p.Port)
+			}
+			for _, a := range p.LoadBalancerIPs {
+				add(LoadBalancerIP, a, p.Port)
+			}
+			if p.NodePort != 0 {
+				f.Kind, f.Addr = NodePort, netip.AddrPortFrom(netip.Addr{}, p.NodePort)
+				nodePorts = append(nodePorts, f)
+			}
+			if p.HealthCheckNodePort != 0 {
+				f.Kind, f.Addr = HealthCheck, netip.AddrPortFrom(netip.Addr{}, p.HealthCheckNodePort)
+				health = append(health, f)
+			}
+		}
+	}
+	return append(append(vips, nodePorts...), health...)
+}
+
+// hits reports whether a destination address reaches a frontend.
+func (x *expecter) hits(f Frontend, dst netip.Addr) bool {
+	switch f.Kind {
+	case NodePort:
+		return x.acceptsNodePorts(dst)
+	case HealthCheck:
+		return x.host.IsLocal(dst)
+	}
+	return f.Addr.Addr() == dst
+}
+
+// acceptsNodePorts: nodePortAddresses selects the node's addresses (every local one
+// when it matches all), loopback only for IPv4 with localhost node ports.
+func (x *expecter) acceptsNodePorts(a netip.Addr) bool {
+	npa := x.sm.NodePorts
+	if a.IsLoopback() && (x.sm.Family == model.IPv6 || !npa.Localhost) {
+		return false
+	}
+	if npa.MatchAll {
+		return x.host.IsLocal(a)
+	}
+	return slices.Contains(npa.Addresses, a)
+}
+
+// outcomes applies the port's decisions to a packet for one of its frontends.
+func (x *expecter) outcomes(f Frontend, p trace.Packet) []trace.Outcome {
+	port := f.Port
+	switch f.Kind {
+	case HealthCheck:
+		return verdict(trace.Accept)
+	case ClusterIP:
+		// Off-cluster traffic to a cluster IP is masqueraded (all of it with
+		// masqueradeAll); without a local-traffic detector, none is.
+		masq := x.sm.MasqueradeAll || (x.sm.LocalDetector.Implemented() && !x.fromPod(p))
+		switch port.Internal() {
+		case ir.Reject:
+			return verdict(trace.Reject)
+		case ir.Drop:
+			return verdict(trace.Drop)
+		case ir.ToLocal:
+			return spread(port, port.LocalEndpoints(), p, masq)
+		}
+		return spread(port, port.ClusterEndpoints(), p, masq)
+	}
+	if !port.HasEndpoints {
+		return verdict(trace.Reject)
+	}
+	if f.Kind == LoadBalancerIP && port.HasSourceRanges() && !x.sourceAllowed(port, f, p.Src) {
+		return verdict(trace.Drop)
+	}
+	if !port.ExternalPolicyLocal {
+		return spread(port, port.ClusterEndpoints(), p, true)
+	}
+	// externalTrafficPolicy Local: traffic from pods and from the node itself is
+	// short-circuited to every endpoint (the node's is masqueraded, so replies come
+	// back); the rest stays on this node, keeping its source address.
+	switch {
+	case x.sm.LocalDetector.Implemented() && x.fromPod(p):
+		return spread(port, port.ClusterEndpoints(), p, false)
+	case x.host.IsLocal(p.Src):
+		return spread(port, port.ClusterEndpoints(), p, true)
+	case port.External() == ir.Drop:
+		return verdict(trace.Drop)
+	}
+	return spread(port, port.LocalEndpoints(), p, false)
+}
+
+// fromPod is the local-traffic detector's answer for a packet.
+func (x *expecter) fromPod(p trace.Packet) bool {
+	d := x.sm.LocalDetector
+	switch d.Mode {
+	case "ClusterCIDR", "NodeCIDR":
+		return d.CIDR.Contains(p.Src)
+	case "BridgeInterface":
+		return p.InIface != "" && p.InIface == d.Interface
+	case "InterfaceNamePrefix":
+		return p.InIface != "" && strings.HasPrefix(p.InIface, d.Interface)
+	}
+	return false
+}
+
+// sourceAllowed: loadBalancerSourceRanges admit the source, or the node reaches its own
+// load-balancer IP (which then is the source) and a range holds the node's IP.
+func (x *expecter) sourceAllowed(port *ir.Port, f Frontend, src netip.Addr) bool {
+	for _, r := range port.SourceRanges {
+		if r.Contains(src) {
+			return true
+		}
+	}
+	return port.FirewallAllowsNode(x.sm.Node.IP) && src == f.Addr.Addr()
+}
+
+func verdict(v trace.Verdict) []trace.Outcome {
+	return []trace.Outcome{{Verdict: v, Probability: big.NewRat(1, 1)}}
+}
+
+// spread sends the packet to each endpoint with the same chance; an endpoint reaching
+// itself through the Service (hairpin) is always masqueraded.
+func spread(port *ir.Port, eps []ir.Endpoint, p trace.Packet, masq bool) []trace.Outcome {
+	if len(eps) == 0 {
+		return verdict(trace.Drop)
+	}
+	out := make([]trace.Outcome, len(eps))
+	for i, e := range eps {
+		out[i] = trace.Outcome{
+			Verdict:     trace.DNAT,
+			Endpoint:    e.String(),
+			Probability: big.NewRat(1, int64(len(eps))),
+			Masquerade:  masq || e.IP == p.Src,
+			Affinity:    port.AffinitySeconds > 0,
+		}
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+package verify
+
+import (
+	"net/netip"
+
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/trace"
+)
+
+// Locator places addresses in one node's world: the node's own, its pods', other
+// nodes' and their pods', and everything else. It turns a source address into the
+// packet the node would see (a pod on this node arrives on a pod interface).
+type Locator struct {
+	sm    *ir.ServiceMap
+	host  trace.Host
+	pods  map[netip.Addr]*model.Pod
+	nodes []*model.Node
+}
+
+// NewLocator builds a locator from the service map and, when known, the cluster it was
+// compiled from (its Pods and Nodes name the addresses); c may be nil.
+func NewLocator(sm *ir.ServiceMap, c *model.Cluster) *Locator {
+	l := &Locator{sm: sm, host: HostOf(sm), pods: map[netip.Addr]*model.Pod{}}
+	if c != nil {
+		for _, p := range c.Pods {
+			for _, a := range p.PodIPs {
+				l.pods[a] = p
+			}
+		}
+		l.nodes = c.Nodes
+	}
+	return l
+}
+
+// HostOf lists the node's addresses, as the tracers need them.
+func HostOf(sm *ir.ServiceMap) trace.Host {
+	var h trace.Host
+	for _, p := range sm.Node.Addresses {
+		h.Local = append(h.Local, p.Addr())
+	}
+	if sm.Node.IP.IsValid() && !h.IsLocal(sm.Node.IP) {
+		h.Local = append(h.Local, sm.Node.IP)
+	}
+	return h
+}
+
+// Host is the node's addresses.
+func (l *Locator) Host() trace.Host { return l.host }
+
+// Locate says where an address is.
+func (l *Locator) Locate(a netip.Addr) trace.Source {
+	if l.host.IsLocal(a) {
+		return trace.Source{Locality: trace.FromNode, Name: l.sm.Node.Name}
+	}
+	if p := l.pods[a]; p != nil {
+		loc := trace.RemotePod
+		if p.NodeName != "" && p.NodeName == l.sm.Node.Name {
+			loc = trace.LocalPod
+		}
+		return trace.Source{Locality: loc, Name: p.Namespace + "/" + p.Name}
+	}
+	for _, s := range l.sm.Services {
+		for _, p := range s.Ports {
+			for _, e := range p.Endpoints {
+				if e.IP != a {
+					continue
+				}
+				if e.Local {
+					return trace.Source{Locality: trace.LocalPod, Name: "an endpoint of " + p.Name.String()}
+				}
+				return trace.Source{Locality: trace.RemotePod, Name: "an endpoint of " + p.Name.String()}
+			}
+		}
+	}
+	for _, n := range l.nodes {
+		for _, na := range n.Addresses {
+			if na.Address == a {
+				return trace.Source{Locality: trace.Outside, Name: "Node " + n.Name}
+			}
+		}
+		for _, c := range n.PodCIDRs {
+			if c.Contains(a) {
+				if n.Name == l.sm.Node.Name {
+					return trace.Source{Locality: trace.LocalPod, Name: "pod CIDR " + c.String()}
+				}
+				return trace.Source{Locality: trace.RemotePod, Name: "pod CIDR of Node " + n.Name}
+			}
+		}
+	}
+	if d := l.sm.LocalDetector; d.Mode == "NodeCIDR" && d.CIDR.Contains(a) {
+		return trace.Source{Locality: trace.LocalPod, Name: "pod CIDR " + d.CIDR.String()}
+	}
+	return trace.Source{Locality: trace.Outside}
+}
+
+// Packet builds the first packet of a connection from src: a pod on this node sends it
+// through a pod interface (named to match an interface-based local-traffic detector),
+// everything else through an interface that is not a pod's, or from the node itself.
+func (l *Locator) Packet(src netip.Addr, dst netip.AddrPort, proto string) (trace.Packet, trace.Source) {
+	s := l.Locate(src)
+	p := trace.Packet{Src: src, Dst: dst.Addr(), DPort: dst.Port(), Proto: proto}
+	if s.Locality == trace.LocalPod {
+		p.InIface = PodInterface(l.sm.LocalDetector)
+	}
+	return p, s
+}
+
+// PodInterface is the name of a pod interface as the node's local-traffic detector sees
+// it: the bridge, or the prefix followed by "0"; empty when the detector looks at
+// addresses.
+func PodInterface(d ir.LocalDetector) string {
+	switch d.Mode {
+	case "BridgeInterface":
+		return d.Interface
+	case "InterfaceNamePrefix":
+		return d.Interface + "0"
+	}
+	return ""
+}
