@@ -1,11 +1,7 @@
 package verify
 
 import (
-	"bytes"
-	"fmt"
-
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/trace"
 )
@@ -42,13 +38,5 @@ func backendFor(m compiler.Mode) (backend, bool) {
 
 // iptablesTracer traces the complete iptables-restore file svcgen writes.
 func iptablesTracer(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
-	var b bytes.Buffer
-	if err := iptables.Write(&b, sm, iptables.Options{Format: iptables.Complete}); err != nil {
-		return nil, fmt.Errorf("writing iptables rules: %w", err)
-	}
-	rs, err := iptables.ParseBytes("iptables rules", b.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("reading back iptables rules: %w", err)
-	}
-	return trace.NewIPTables(rs, host)
+	return trace.ForMap(string(compiler.IPTables), sm, host)
 }

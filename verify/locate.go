@@ -45,6 +45,9 @@ func HostOf(sm *ir.ServiceMap) trace.Host {
 	return h
 }
 
+// Node is the name of the node.
+func (l *Locator) Node() string { return l.sm.Node.Name }
+
 // Host is the node's addresses.
 func (l *Locator) Host() trace.Host { return l.host }
 

@@ -98,6 +98,7 @@ iptables-restore input, an nft -f script, or an ipvs setup script.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(newCompile(stdin, stdout, stderr), newGen(stdout))
+	root.AddCommand(newTrace(stdin, stdout, stderr), newVerify(stdin, stdout, stderr), newGraph(stdin, stdout, stderr))
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }
