@@ -46,7 +46,7 @@ type node struct {
 	kind  nodeKind
 	label string
 	// sources are the kinds of source whose packets reached the node.
-	sources map[trace.Locality]bool
+	sources map[verify.Class]bool
 }
 
 func (n *node) ID() int64     { return n.id }
@@ -65,7 +65,7 @@ type edge struct {
 	// p is the chance of taking the edge once at from (the same for every probe that
 	// takes it; the first one's is kept).
 	p       *big.Rat
-	sources map[trace.Locality]bool
+	sources map[verify.Class]bool
 }
 
 func (e *edge) From() graph.Node { return e.from }
@@ -79,7 +79,7 @@ func (e *edge) Attributes() []encoding.Attribute {
 		parts = append(parts, e.p.RatString())
 	}
 	if len(e.sources) < len(e.from.sources) {
-		parts = append(parts, "from "+localities(e.sources))
+		parts = append(parts, "from "+classes(e.sources))
 	}
 	if len(parts) == 0 {
 		return nil
@@ -87,15 +87,11 @@ func (e *edge) Attributes() []encoding.Attribute {
 	return []encoding.Attribute{{Key: "label", Value: strings.Join(parts, "\n")}}
 }
 
-func localities(set map[trace.Locality]bool) string {
-	names := map[trace.Locality]string{
-		trace.FromNode: "the node", trace.LocalPod: "local pods", trace.RemotePod: "remote pods",
-		trace.Outside: "other hosts", trace.Unknown: "other sources",
-	}
+func classes(set map[verify.Class]bool) string {
 	var out []string
-	for _, l := range []trace.Locality{trace.FromNode, trace.LocalPod, trace.RemotePod, trace.Outside, trace.Unknown} {
-		if set[l] {
-			out = append(out, names[l])
+	for c := verify.OtherHost; c <= verify.Localhost; c++ {
+		if set[c] {
+			out = append(out, c.String())
 		}
 	}
 	return strings.Join(out, ", ")
@@ -150,7 +146,7 @@ func (gr *Graph) add(p verify.Probe, r *trace.Result) {
 				mass[n] = new(big.Rat)
 			}
 			mass[n].Add(mass[n], o.Probability)
-			n.sources[p.Source.Locality] = true
+			n.sources[p.Class] = true
 			if i > 0 {
 				h := hop{seq[i-1], n}
 				if hops[h] == nil {
@@ -165,7 +161,7 @@ func (gr *Graph) add(p verify.Probe, r *trace.Result) {
 		if e.p == nil {
 			e.p = new(big.Rat).Quo(m, mass[h.from])
 		}
-		e.sources[p.Source.Locality] = true
+		e.sources[p.Class] = true
 	}
 }
 
@@ -190,7 +186,7 @@ func (gr *Graph) node(key string, k nodeKind, label string) *node {
 	if n := gr.nodes[key]; n != nil {
 		return n
 	}
-	n := &node{key: key, kind: k, label: label, sources: map[trace.Locality]bool{}}
+	n := &node{key: key, kind: k, label: label, sources: map[verify.Class]bool{}}
 	gr.nodes[key] = n
 	gr.order = append(gr.order, key)
 	return n
@@ -201,7 +197,7 @@ func (gr *Graph) edge(from, to *node) *edge {
 	if e := gr.edges[k]; e != nil {
 		return e
 	}
-	e := &edge{from: from, to: to, sources: map[trace.Locality]bool{}}
+	e := &edge{from: from, to: to, sources: map[verify.Class]bool{}}
 	gr.edges[k] = e
 	return e
 }

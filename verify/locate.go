@@ -91,8 +91,12 @@ func (l *Locator) Locate(a netip.Addr) trace.Source {
 			}
 		}
 	}
-	if d := l.sm.LocalDetector; d.Mode == "NodeCIDR" && d.CIDR.Contains(a) {
+	switch d := l.sm.LocalDetector; {
+	case d.Mode == "NodeCIDR" && d.CIDR.Contains(a):
 		return trace.Source{Locality: trace.LocalPod, Name: "pod CIDR " + d.CIDR.String()}
+	case d.Mode == "ClusterCIDR" && d.CIDR.Contains(a):
+		// Not a pod svcgen knows of; the rules still count it as pod traffic.
+		return trace.Source{Locality: trace.Outside, Name: "in the cluster CIDR " + d.CIDR.String()}
 	}
 	return trace.Source{Locality: trace.Outside}
 }
@@ -107,6 +111,37 @@ func (l *Locator) Packet(src netip.Addr, dst netip.AddrPort, proto string) (trac
 		p.InIface = PodInterface(l.sm.LocalDetector)
 	}
 	return p, s
+}
+
+// PacketAs is Packet for a source meant to be of the given locality (verify's probes
+// make up addresses): the locality counts where nothing in the cluster says otherwise.
+func (l *Locator) PacketAs(src netip.Addr, dst netip.AddrPort, proto string, want trace.Locality) (trace.Packet, trace.Source) {
+	p, s := l.Packet(src, dst, proto)
+	if s.Locality != want && !l.known(src) {
+		s = trace.Source{Locality: want}
+		p.InIface = ""
+		if want == trace.LocalPod {
+			p.InIface = PodInterface(l.sm.LocalDetector)
+		}
+	}
+	return p, s
+}
+
+// known reports an address the cluster places: the node's, a Pod's or an endpoint's.
+func (l *Locator) known(a netip.Addr) bool {
+	if l.host.IsLocal(a) || l.pods[a] != nil {
+		return true
+	}
+	for _, s := range l.sm.Services {
+		for _, p := range s.Ports {
+			for _, e := range p.Endpoints {
+				if e.IP == a {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // PodInterface is the name of a pod interface as the node's local-traffic detector sees

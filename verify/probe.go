@@ -11,9 +11,31 @@ import (
 // Probe is one packet verify sends: to a frontend, from a source.
 type Probe struct {
 	Frontend Frontend
+	Class    Class
 	Source   trace.Source
 	Packet   trace.Packet
 }
+
+// Class is the kind of source a probe stands for.
+type Class int
+
+// Source classes, in the order probes use them.
+const (
+	OtherHost Class = iota // another host, outside every source range
+	LocalPod               // a pod on this node
+	RemotePod              // a pod on another node
+	Node                   // the node itself
+	Hairpin                // an endpoint of the Service on this node, reaching it
+	Allowed                // a source loadBalancerSourceRanges allow
+	Localhost              // the node, from and to its loopback address
+)
+
+var classNames = [...]string{"other hosts", "pods on this node", "pods on other nodes", "the node", "the endpoint itself", "allowed sources", "localhost"}
+
+func (c Class) String() string { return classNames[c] }
+
+// localities are what each class is as a trace source.
+var localities = [...]trace.Locality{trace.Outside, trace.LocalPod, trace.RemotePod, trace.FromNode, trace.LocalPod, trace.Outside, trace.FromNode}
 
 // Probes lists the packets that exercise every frontend of the map (cluster IP,
 // external IPs, load-balancer IPs, the node port on every address that takes node
@@ -27,7 +49,7 @@ func Probes(l *Locator) []Probe {
 	pk := newPicker(sm, l.host)
 	var out []Probe
 	seen := map[[2]netip.AddrPort]bool{}
-	add := func(f Frontend, src netip.Addr) {
+	add := func(f Frontend, src netip.Addr, c Class) {
 		if !src.IsValid() || !f.Addr.Addr().IsValid() {
 			return
 		}
@@ -36,28 +58,28 @@ func Probes(l *Locator) []Probe {
 			return
 		}
 		seen[key] = true
-		p, s := l.Packet(src, f.Addr, protoOf(f).Lower())
-		out = append(out, Probe{Frontend: f, Source: s, Packet: p})
+		p, s := l.PacketAs(src, f.Addr, protoOf(f).Lower(), localities[c])
+		out = append(out, Probe{Frontend: f, Class: c, Source: s, Packet: p})
 	}
 	for _, s := range sm.Services {
 		for _, port := range s.Ports {
 			for _, f := range frontendsOf(sm, l.host, s, port) {
 				seen = map[[2]netip.AddrPort]bool{}
 				if f.Kind == HealthCheck {
-					add(f, pk.outside)
+					add(f, pk.outside, OtherHost)
 					continue
 				}
 				if f.Addr.Addr().IsLoopback() {
-					add(f, f.Addr.Addr()) // localhost node ports: only the node reaches them
+					add(f, f.Addr.Addr(), Localhost) // localhost node ports: only the node reaches them
 					continue
 				}
-				add(f, pk.outside)
-				add(f, pk.localPod(port))
-				add(f, pk.remotePod(port))
-				add(f, pk.node)
-				add(f, pk.hairpin(port))
+				add(f, pk.outside, OtherHost)
+				add(f, pk.localPod(port), LocalPod)
+				add(f, pk.remotePod(port), RemotePod)
+				add(f, pk.node, Node)
+				add(f, pk.hairpin(port), Hairpin)
 				if f.Kind == LoadBalancerIP && len(port.SourceRanges) > 0 {
-					add(f, pk.inside(port.SourceRanges[0]))
+					add(f, pk.inside(port.SourceRanges[0]), Allowed)
 				}
 			}
 		}
