@@ -89,7 +89,7 @@ func (e *edge) Attributes() []encoding.Attribute {
 
 func classes(set map[verify.Class]bool) string {
 	var out []string
-	for c := verify.OtherHost; c <= verify.Localhost; c++ {
+	for c := verify.OtherHost; c <= verify.BalancerIP; c++ {
 		if set[c] {
 			out = append(out, c.String())
 		}

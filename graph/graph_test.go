@@ -215,7 +215,7 @@ func TestGraphStructure(t *testing.T) {
 	// Source ranges: the firewall chain drops what it does not allow.
 	fw := p.find(t, "chain nat KUBE-FW-")
 	drop := p.find(t, "verdict DROP")
-	if got := p.edges[[2]string{fw, drop}]; got != "from other hosts, pods on this node, the node, the endpoint itself" {
+	if got := p.edges[[2]string{fw, drop}]; got != "from other hosts, pods on this node, the node, the endpoint itself, the load-balancer IP" {
 		t.Errorf("%s -> %s: label %q", fw, drop, got)
 	}
 

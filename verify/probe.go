@@ -21,28 +21,30 @@ type Class int
 
 // Source classes, in the order probes use them.
 const (
-	OtherHost Class = iota // another host, outside every source range
-	LocalPod               // a pod on this node
-	RemotePod              // a pod on another node
-	Node                   // the node itself
-	Hairpin                // an endpoint of the Service on this node, reaching it
-	Allowed                // a source loadBalancerSourceRanges allow
-	Localhost              // the node, from and to its loopback address
+	OtherHost  Class = iota // another host, outside every source range
+	LocalPod                // a pod on this node
+	RemotePod               // a pod on another node
+	Node                    // the node itself
+	Hairpin                 // an endpoint of the Service on this node, reaching it
+	Allowed                 // a source loadBalancerSourceRanges allow
+	Localhost               // the node, from and to its loopback address
+	BalancerIP              // the load-balancer IP itself (let in when a source range holds the node)
 )
 
-var classNames = [...]string{"other hosts", "pods on this node", "pods on other nodes", "the node", "the endpoint itself", "allowed sources", "localhost"}
+var classNames = [...]string{"other hosts", "pods on this node", "pods on other nodes", "the node", "the endpoint itself", "allowed sources", "localhost", "the load-balancer IP"}
 
 func (c Class) String() string { return classNames[c] }
 
 // localities are what each class is as a trace source.
-var localities = [...]trace.Locality{trace.Outside, trace.LocalPod, trace.RemotePod, trace.FromNode, trace.LocalPod, trace.Outside, trace.FromNode}
+var localities = [...]trace.Locality{trace.Outside, trace.LocalPod, trace.RemotePod, trace.FromNode, trace.LocalPod, trace.Outside, trace.FromNode, trace.Outside}
 
 // Probes lists the packets that exercise every frontend of the map (cluster IP,
 // external IPs, load-balancer IPs, the node port on every address that takes node
 // ports, localhost included, and the health-check node port) from every kind of
 // source the rules tell apart: another host, a pod on this node, a pod on another
 // node, the node itself, an endpoint reaching its own Service (hairpin), and for
-// load-balancer IPs with source ranges a source they allow. Sources are picked from the
+// load-balancer IPs with source ranges a source they allow and the load-balancer IP
+// itself. Sources are picked from the
 // map's endpoints where it has them, else made up outside every range the map uses.
 func Probes(l *Locator) []Probe {
 	sm := l.sm
@@ -80,6 +82,7 @@ func Probes(l *Locator) []Probe {
 				add(f, pk.hairpin(port), Hairpin)
 				if f.Kind == LoadBalancerIP && len(port.SourceRanges) > 0 {
 					add(f, pk.inside(port.SourceRanges[0]), Allowed)
+					add(f, f.Addr.Addr(), BalancerIP)
 				}
 			}
 		}

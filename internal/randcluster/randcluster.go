@@ -1,0 +1,297 @@
+// Package randcluster writes small random clusters as manifests, for property tests:
+// Services of every type and traffic policy (ClusterIP, NodePort, LoadBalancer with
+// and without source ranges and ipMode Proxy, external IPs, headless, ExternalName),
+// session affinity, several ports of every protocol with numeric and named target
+// ports, endpoints in every state (ready, serving or not, terminating, on this node or
+// another, with zone hints) from EndpointSlices, from v1 Endpoints and from Pods, and a
+// KubeProxyConfiguration and NodeEnvironment with every local-traffic detector and
+// node-port address setting. The same seed gives the same bytes; every cluster is valid
+// input (svcgen compiles it without errors).
+//
+// The node the rules are for is node-a (192.168.0.2, pods in 10.1.0.0/24); node-b and
+// node-c hold the other endpoints. ClusterIPs come from 172.30.0.0/16, external IPs from
+// 198.51.100.0/24, load-balancer IPs from 5.6.7.0/24.
+package randcluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// Options shape a cluster.
+type Options struct {
+	// NFAcct: the node has kube-proxy's nfacct counters (a kernel test must create
+	// them before loading rules that use them).
+	NFAcct bool
+}
+
+// Generate writes the cluster of one seed.
+func Generate(seed uint64, o Options) []byte {
+	g := &gen{rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), o: o, seed: seed}
+	g.header()
+	n := 1 + g.rnd.IntN(8)
+	for i := 0; i < n; i++ {
+		g.service(i)
+	}
+	return []byte(g.b.String())
+}
+
+type gen struct {
+	rnd  *rand.Rand
+	o    Options
+	seed uint64
+	b    strings.Builder
+	// counters hand out unique addresses and ports.
+	clusterIP, nodePort, externalIP, lbIP int
+	pod                                   [3]int
+}
+
+func (g *gen) printf(format string, args ...any) { fmt.Fprintf(&g.b, format, args...) }
+
+func (g *gen) doc() { g.printf("---\n") }
+
+func (g *gen) chance(percent int) bool { return g.rnd.IntN(100) < percent }
+
+func (g *gen) pick(options ...string) string { return options[g.rnd.IntN(len(options))] }
+
+var nodes = []struct{ name, ip, podCIDR, zone string }{
+	{"node-a", "192.168.0.2", "10.1.0.0/24", "zone-1"},
+	{"node-b", "192.168.0.3", "10.2.0.0/24", "zone-1"},
+	{"node-c", "192.168.0.4", "10.3.0.0/24", "zone-2"},
+}
+
+func (g *gen) header() {
+	g.printf("# random cluster, seed %d\n", g.seed)
+	g.printf("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nhostnameOverride: node-a\n")
+	switch g.rnd.IntN(5) {
+	case 0:
+		g.printf("clusterCIDR: 10.0.0.0/8\n")
+	case 1:
+		g.printf("clusterCIDR: 10.0.0.0/8\ndetectLocalMode: NodeCIDR\n")
+	case 2:
+		g.printf("detectLocalMode: BridgeInterface\ndetectLocal: {bridgeInterface: cbr0}\n")
+	case 3:
+		g.printf("detectLocalMode: InterfaceNamePrefix\ndetectLocal: {interfaceNamePrefix: veth}\n")
+	case 4: // no detector
+	}
+	masqAll := g.chance(15)
+	bit := g.pick("14", "14", "3", "30")
+	g.printf("iptables: {masqueradeAll: %t, masqueradeBit: %s, localhostNodePorts: %t}\n", masqAll, bit, !g.chance(25))
+	g.printf("nftables: {masqueradeAll: %t, masqueradeBit: %s}\n", masqAll, bit)
+	switch g.rnd.IntN(4) {
+	case 1:
+		g.printf("nodePortAddresses: [192.168.0.0/24]\n")
+	case 2:
+		g.printf("nodePortAddresses: [192.168.1.2/32, 127.0.0.0/8]\n")
+	case 3:
+		g.printf("nodePortAddresses: [0.0.0.0/0]\n")
+	}
+	g.doc()
+	g.printf("apiVersion: svcgen/v1alpha1\nkind: NodeEnvironment\nmetadata: {name: node-a}\n")
+	g.printf("iptables: {randomFully: %t, nfacct: %t}\nconntrack: {tcpBeLiberal: %t}\n", g.chance(50), g.o.NFAcct, g.chance(20))
+	g.printf("interfaces:\n- {name: lo, addresses: [127.0.0.1/8]}\n- {name: eth0, addresses: [192.168.0.2/24, 192.168.1.2/24]}\n")
+	for _, n := range nodes {
+		g.doc()
+		g.printf("apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s}}\n", n.name, n.zone)
+		g.printf("spec: {podCIDR: %s}\nstatus: {addresses: [{type: InternalIP, address: %s}]}\n", n.podCIDR, n.ip)
+	}
+	g.doc()
+	g.printf("apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: kubernetes}\nspec: {cidrs: [172.30.0.0/16]}\n")
+}
+
+// port is one service port as generated.
+type port struct {
+	name, proto string
+	port        int
+	target      int    // endpoint port
+	named       string // targetPort name, "" for numeric
+}
+
+func (g *gen) service(i int) {
+	name := fmt.Sprintf("svc-%d", i)
+	ns := g.pick("default", "shop")
+	kind := g.pick("ClusterIP", "ClusterIP", "NodePort", "LoadBalancer", "LoadBalancer", "ExternalIPs", "Headless", "ExternalName")
+	g.doc()
+	g.printf("apiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: %s}\nspec:\n", name, ns)
+	switch kind {
+	case "ExternalName":
+		g.printf("  type: ExternalName\n  externalName: example.com\n")
+		return
+	case "Headless":
+		g.printf("  clusterIP: None\n  selector: {app: %s}\n  ports: [{name: http, port: 80}]\n", name)
+		return
+	case "ExternalIPs":
+		g.printf("  type: ClusterIP\n")
+	default:
+		g.printf("  type: %s\n", kind)
+	}
+	if g.chance(70) {
+		g.clusterIP++
+		g.printf("  clusterIP: 172.30.%d.%d\n", g.clusterIP/200, 10+g.clusterIP%200)
+	}
+	external := kind != "ClusterIP"
+	if external && g.chance(45) {
+		g.printf("  externalTrafficPolicy: Local\n")
+	}
+	if g.chance(25) {
+		g.printf("  internalTrafficPolicy: Local\n")
+	}
+	if g.chance(25) {
+		g.printf("  sessionAffinity: ClientIP\n  sessionAffinityConfig: {clientIP: {timeoutSeconds: %d}}\n", 10+g.rnd.IntN(10800))
+	}
+	if kind == "ExternalIPs" || (external && g.chance(20)) {
+		g.externalIP++
+		g.printf("  externalIPs: [198.51.100.%d]\n", g.externalIP)
+	}
+	if kind == "LoadBalancer" && g.chance(50) {
+		g.printf("  loadBalancerSourceRanges: [%s]\n", g.pick("203.0.113.0/25", "192.168.0.0/16", "10.0.0.0/8, 203.0.113.128/25"))
+	}
+	ports := g.ports(kind)
+	g.printf("  ports:\n")
+	for _, p := range ports {
+		g.printf("  - {name: %q, protocol: %s, port: %d", p.name, p.proto, p.port)
+		if p.named != "" {
+			g.printf(", targetPort: %s", p.named)
+		} else {
+			g.printf(", targetPort: %d", p.target)
+		}
+		if kind != "ClusterIP" && kind != "ExternalIPs" && g.chance(80) {
+			g.nodePort++
+			g.printf(", nodePort: %d", 30000+g.nodePort)
+		}
+		g.printf("}\n")
+	}
+	usesPods := g.chance(35)
+	if usesPods {
+		g.printf("  selector: {app: %s}\n", name)
+	}
+	if kind == "LoadBalancer" {
+		g.lbIP++
+		mode := ""
+		if g.chance(15) {
+			mode = ", ipMode: Proxy"
+		}
+		g.printf("status: {loadBalancer: {ingress: [{ip: 5.6.7.%d%s}]}}\n", g.lbIP, mode)
+	}
+	switch {
+	case usesPods:
+		g.pods(name, ns, ports)
+	case g.chance(15):
+		g.endpoints(name, ns, ports)
+	default:
+		g.slices(name, ns, ports)
+	}
+}
+
+// ports makes one to three ports; named target ports only where Pods can name them.
+func (g *gen) ports(kind string) []port {
+	n := 1 + g.rnd.IntN(3)
+	var out []port
+	for j := 0; j < n; j++ {
+		p := port{name: fmt.Sprintf("p%d", j), proto: g.pick("TCP", "TCP", "TCP", "UDP", "SCTP"), port: 80 + j, target: 8000 + g.rnd.IntN(3)*10 + j}
+		if n == 1 && g.chance(40) {
+			p.name = ""
+		}
+		if g.chance(30) {
+			p.named = fmt.Sprintf("tp%d", j)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// endpoint is one backend as generated: its node and conditions.
+type endpoint struct {
+	ip                        string
+	node                      int
+	ready, serving, terminate bool
+}
+
+func (g *gen) endpointSet() []endpoint {
+	n := g.rnd.IntN(5)
+	var out []endpoint
+	for i := 0; i < n; i++ {
+		e := endpoint{node: g.rnd.IntN(3), ready: true, serving: true}
+		switch g.rnd.IntN(6) {
+		case 0:
+			e.ready, e.serving = false, false
+		case 1:
+			e.ready, e.terminate = false, true
+		case 2:
+			e.ready, e.serving, e.terminate = false, false, true
+		}
+		g.pod[e.node]++
+		e.ip = fmt.Sprintf("10.%d.0.%d", e.node+1, 10+g.pod[e.node])
+		out = append(out, e)
+	}
+	return out
+}
+
+func (g *gen) slices(name, ns string, ports []port) {
+	eps := g.endpointSet()
+	hints := g.chance(20)
+	for k, group := range [][]port{ports[:1], ports[1:]} {
+		if len(group) == 0 {
+			continue
+		}
+		g.doc()
+		g.printf("apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: %s-%d, namespace: %s, labels: {kubernetes.io/service-name: %s}}\n", name, k, ns, name)
+		g.printf("addressType: IPv4\nports:\n")
+		for _, p := range group {
+			g.printf("- {name: %q, protocol: %s, port: %d}\n", p.name, p.proto, p.target)
+		}
+		g.printf("endpoints:\n")
+		for _, e := range eps {
+			g.printf("- addresses: [%s]\n  nodeName: %s\n  zone: %s\n", e.ip, nodes[e.node].name, nodes[e.node].zone)
+			g.printf("  conditions: {ready: %t, serving: %t, terminating: %t}\n", e.ready, e.serving, e.terminate)
+			if hints {
+				g.printf("  hints: {forZones: [{name: %s}]}\n", nodes[e.node].zone)
+			}
+		}
+	}
+}
+
+// endpoints writes a v1 Endpoints object (svcgen mirrors it into a slice).
+func (g *gen) endpoints(name, ns string, ports []port) {
+	eps := g.endpointSet()
+	g.doc()
+	g.printf("apiVersion: v1\nkind: Endpoints\nmetadata: {name: %s, namespace: %s}\nsubsets:\n- ports:\n", name, ns)
+	for _, p := range ports {
+		g.printf("  - {name: %q, protocol: %s, port: %d}\n", p.name, p.proto, p.target)
+	}
+	var ready, notReady []string
+	for _, e := range eps {
+		a := fmt.Sprintf("{ip: %s, nodeName: %s}", e.ip, nodes[e.node].name)
+		if e.ready {
+			ready = append(ready, a)
+		} else {
+			notReady = append(notReady, a)
+		}
+	}
+	g.printf("  addresses: [%s]\n  notReadyAddresses: [%s]\n", strings.Join(ready, ", "), strings.Join(notReady, ", "))
+}
+
+// pods writes the Pods a selector picks, with container ports for named target ports
+// (some pods lack a name, so they give no endpoint for that port).
+func (g *gen) pods(name, ns string, ports []port) {
+	for i, e := range g.endpointSet() {
+		g.doc()
+		g.printf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s-%d\n  namespace: %s\n  labels: {app: %s}\n", name, i, ns, name)
+		if e.terminate {
+			g.printf("  deletionTimestamp: \"2024-01-01T00:00:00Z\"\n")
+		}
+		g.printf("spec:\n  nodeName: %s\n  containers:\n  - name: c\n    ports:\n", nodes[e.node].name)
+		for _, p := range ports {
+			if p.named != "" && g.chance(85) {
+				g.printf("    - {name: %s, containerPort: %d, protocol: %s}\n", p.named, p.target, p.proto)
+			}
+		}
+		g.printf("    - {containerPort: 9999}\n")
+		cond := "True"
+		if !e.serving {
+			cond = "False"
+		}
+		g.printf("status:\n  phase: Running\n  podIP: %s\n  conditions: [{type: Ready, status: \"%s\"}]\n", e.ip, cond)
+	}
+}
