@@ -11,7 +11,7 @@ fi
 # command -> Debian package
 declare -A need=(
   [iptables]=iptables [nft]=nftables [ipset]=ipset [ipvsadm]=ipvsadm
-  [ip]=iproute2 [conntrack]=conntrack [dot]=graphviz
+  [ip]=iproute2 [conntrack]=conntrack [dot]=graphviz [nfacct]=nfacct
   [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [depmod]=kmod [dash]=dash
 )
 missing=()

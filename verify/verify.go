@@ -108,31 +108,37 @@ func CheckMode(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster) (*ModeRepor
 
 // Check traces every probe through one backend's rules.
 func Check(b backend, sm *ir.ServiceMap, c *model.Cluster) (*ModeReport, error) {
-	l := NewLocator(sm, c)
-	tr, err := b.tracer(sm, l.Host())
+	tr, err := b.tracer(sm, HostOf(sm))
 	if err != nil {
 		return nil, err
 	}
-	mr := &ModeReport{Mode: b.mode, Applied: map[string]int{}}
+	return CheckTracer(b.mode, sm, c, tr), nil
+}
+
+// CheckTracer holds any tracer of mode m's rules for the service map (rules read back
+// from a kernel, say) to the service map, probe by probe; c (may be nil) names pods.
+func CheckTracer(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster, tr trace.Tracer) *ModeReport {
+	l := NewLocator(sm, c)
+	mr := &ModeReport{Mode: m, Applied: map[string]int{}}
 	frontends := map[string]bool{}
 	for _, p := range Probes(l) {
 		mr.Probes++
 		frontends[p.Frontend.String()] = true
-		want, applied := ExpectMode(b.mode, sm, l.Host(), p.Packet)
+		want, applied := ExpectMode(m, sm, l.Host(), p.Packet)
 		for _, name := range applied {
 			mr.Applied[name]++
 		}
 		got, err := tr.Trace(p.Packet)
 		if err != nil {
-			mr.Disagreements = append(mr.Disagreements, Disagreement{Mode: b.mode, Probe: p, Want: want, Err: err})
+			mr.Disagreements = append(mr.Disagreements, Disagreement{Mode: m, Probe: p, Want: want, Err: err})
 			continue
 		}
 		if Summary(got) != Summary(want) {
-			mr.Disagreements = append(mr.Disagreements, Disagreement{Mode: b.mode, Probe: p, Got: got, Want: want})
+			mr.Disagreements = append(mr.Disagreements, Disagreement{Mode: m, Probe: p, Got: got, Want: want})
 		}
 	}
 	mr.Frontends = len(frontends)
-	return mr, nil
+	return mr
 }
 
 // Summary is a result's comparable form: each way the packet can end, with its
