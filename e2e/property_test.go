@@ -28,8 +28,8 @@ func kernelClusters() int {
 // nfacctCounters are the counters kube-proxy's rules name when nfacct is available.
 var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts"}
 
-// TestPropertyKernel loads random clusters' rules into a network namespace with both
-// iptables backends: the kernel must accept every ruleset, and the rules it holds,
+// TestPropertyKernel loads random clusters' rules (every fourth one IPv6, through
+// ip6tables) into a network namespace with both iptables backends: the kernel must accept every ruleset, and the rules it holds,
 // read back with iptables-save, must trace to what the service map says for every
 // probe (svcgen verify over the kernel's own text). No traffic is sent.
 func TestPropertyKernel(t *testing.T) {
@@ -47,7 +47,8 @@ func TestPropertyKernel(t *testing.T) {
 	n := kernelClusters()
 	probes := 0
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0})
+		ipv6 := seed%4 == 0
+		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0, IPv6: ipv6})
 		ld := &load.Loader{}
 		ld.Bytes("random.yaml", data)
 		res, err := pipeline.Compile(&ld.Cluster, nil, false, pipeline.Settings{})
@@ -58,7 +59,11 @@ func TestPropertyKernel(t *testing.T) {
 		if err := iptables.Write(&rules, res.Map, iptables.Options{}); err != nil {
 			t.Fatal(err)
 		}
-		for _, backend := range []string{"iptables", "iptables-legacy"} {
+		backends := []string{"iptables", "iptables-legacy"}
+		if ipv6 {
+			backends = []string{"ip6tables", "ip6tables-legacy"}
+		}
+		for _, backend := range backends {
 			if err := l.feed(ns, []byte(rules.String()), backend+"-restore"); err != nil {
 				t.Errorf("seed %d: the kernel refused the rules (%s): %v", seed, backend, err)
 				continue

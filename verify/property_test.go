@@ -26,13 +26,13 @@ func propertyClusters(def int) int {
 	return def
 }
 
-// Random clusters compiled in every mode verify clean: every probe's trace through the
-// rules reaches what the service map says.
+// Random clusters (every fourth one IPv6) compiled in every mode verify clean: every
+// probe's trace through the rules reaches what the service map says.
 func TestPropertyRandomClusters(t *testing.T) {
 	n := propertyClusters(60)
 	probes := 0
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		data := randcluster.Generate(seed, randcluster.Options{NFAcct: seed%2 == 0})
+		data := randcluster.Generate(seed, randcluster.Options{NFAcct: seed%2 == 0, IPv6: seed%4 == 0})
 		l := &load.Loader{}
 		l.Bytes("random.yaml", data)
 		res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})

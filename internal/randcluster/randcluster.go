@@ -10,7 +10,8 @@
 //
 // The node the rules are for is node-a (192.168.0.2, pods in 10.1.0.0/24); node-b and
 // node-c hold the other endpoints. ClusterIPs come from 172.30.0.0/16, external IPs from
-// 198.51.100.0/24, load-balancer IPs from 5.6.7.0/24.
+// 198.51.100.0/24, load-balancer IPs from 5.6.7.0/24. An IPv6 cluster has the same
+// shape in IPv6 addresses (see ipv6).
 package randcluster
 
 import (
@@ -21,6 +22,8 @@ import (
 
 // Options shape a cluster.
 type Options struct {
+	// IPv6 makes an IPv6 cluster (the NodeEnvironment says ipFamily IPv6).
+	IPv6 bool
 	// NFAcct: the node has kube-proxy's nfacct counters (a kernel test must create
 	// them before loading rules that use them).
 	NFAcct bool
@@ -28,7 +31,10 @@ type Options struct {
 
 // Generate writes the cluster of one seed.
 func Generate(seed uint64, o Options) []byte {
-	g := &gen{rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), o: o, seed: seed}
+	g := &gen{rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), o: o, seed: seed, a: ipv4}
+	if o.IPv6 {
+		g.a = ipv6
+	}
 	g.header()
 	n := 1 + g.rnd.IntN(8)
 	for i := 0; i < n; i++ {
@@ -42,6 +48,7 @@ type gen struct {
 	o    Options
 	seed uint64
 	b    strings.Builder
+	a    plan
 	// counters hand out unique addresses and ports.
 	clusterIP, nodePort, externalIP, lbIP int
 	pod                                   [3]int
@@ -55,10 +62,32 @@ func (g *gen) chance(percent int) bool { return g.rnd.IntN(100) < percent }
 
 func (g *gen) pick(options ...string) string { return options[g.rnd.IntN(len(options))] }
 
-var nodes = []struct{ name, ip, podCIDR, zone string }{
-	{"node-a", "192.168.0.2", "10.1.0.0/24", "zone-1"},
-	{"node-b", "192.168.0.3", "10.2.0.0/24", "zone-1"},
-	{"node-c", "192.168.0.4", "10.3.0.0/24", "zone-2"},
+var nodes = []struct{ name, zone string }{{"node-a", "zone-1"}, {"node-b", "zone-1"}, {"node-c", "zone-2"}}
+
+// plan is one family's addresses. Formats take a number; pod takes the node's index
+// (1-3) and a number.
+type plan struct {
+	family, clusterCIDR, serviceCIDR, loopback, interfaces string
+	nodeIP, podCIDR, pod, clusterIP, externalIP, lbIP      string
+	sourceRanges, nodePortAddresses                        []string
+}
+
+var ipv4 = plan{
+	family: "IPv4", clusterCIDR: "10.0.0.0/8", serviceCIDR: "172.30.0.0/16",
+	interfaces: "[{name: lo, addresses: [127.0.0.1/8]}, {name: eth0, addresses: [192.168.0.2/24, 192.168.1.2/24]}]",
+	nodeIP:     "192.168.0.%d", podCIDR: "10.%d.0.0/24", pod: "10.%d.0.%d",
+	clusterIP: "172.30.0.%d", externalIP: "198.51.100.%d", lbIP: "5.6.7.%d",
+	sourceRanges:      []string{`"203.0.113.0/25"`, `"192.168.0.0/16"`, `"10.0.0.0/8", "203.0.113.128/25"`},
+	nodePortAddresses: []string{"[192.168.0.0/24]", "[192.168.1.2/32, 127.0.0.0/8]", "[0.0.0.0/0]"},
+}
+
+var ipv6 = plan{
+	family: "IPv6", clusterCIDR: "fd00:10::/48", serviceCIDR: "fd00:30::/112",
+	interfaces: "[{name: lo, addresses: [\"::1/128\"]}, {name: eth0, addresses: [\"2001:db8::2/64\", \"2001:db8:1::2/64\"]}]",
+	nodeIP:     "2001:db8::%d", podCIDR: "fd00:10:%d::/64", pod: "fd00:10:%d::%d",
+	clusterIP: "fd00:30::%d", externalIP: "2001:db8:51::%d", lbIP: "2001:db8:56::%d",
+	sourceRanges:      []string{`"2001:db8:ff::/64"`, `"2001:db8::/32"`, `"fd00:10::/48", "2001:db8:fe::/64"`},
+	nodePortAddresses: []string{"[\"2001:db8::/64\"]", "[\"2001:db8:1::2/128\", \"::1/128\"]", "[\"::/0\"]"},
 }
 
 func (g *gen) header() {
@@ -66,9 +95,9 @@ func (g *gen) header() {
 	g.printf("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nhostnameOverride: node-a\n")
 	switch g.rnd.IntN(5) {
 	case 0:
-		g.printf("clusterCIDR: 10.0.0.0/8\n")
+		g.printf("clusterCIDR: %q\n", g.a.clusterCIDR)
 	case 1:
-		g.printf("clusterCIDR: 10.0.0.0/8\ndetectLocalMode: NodeCIDR\n")
+		g.printf("clusterCIDR: %q\ndetectLocalMode: NodeCIDR\n", g.a.clusterCIDR)
 	case 2:
 		g.printf("detectLocalMode: BridgeInterface\ndetectLocal: {bridgeInterface: cbr0}\n")
 	case 3:
@@ -79,25 +108,21 @@ func (g *gen) header() {
 	bit := g.pick("14", "14", "3", "30")
 	g.printf("iptables: {masqueradeAll: %t, masqueradeBit: %s, localhostNodePorts: %t}\n", masqAll, bit, !g.chance(25))
 	g.printf("nftables: {masqueradeAll: %t, masqueradeBit: %s}\n", masqAll, bit)
-	switch g.rnd.IntN(4) {
-	case 1:
-		g.printf("nodePortAddresses: [192.168.0.0/24]\n")
-	case 2:
-		g.printf("nodePortAddresses: [192.168.1.2/32, 127.0.0.0/8]\n")
-	case 3:
-		g.printf("nodePortAddresses: [0.0.0.0/0]\n")
+	if i := g.rnd.IntN(4); i > 0 {
+		g.printf("nodePortAddresses: %s\n", g.a.nodePortAddresses[i-1])
 	}
 	g.doc()
-	g.printf("apiVersion: svcgen/v1alpha1\nkind: NodeEnvironment\nmetadata: {name: node-a}\n")
+	g.printf("apiVersion: svcgen/v1alpha1\nkind: NodeEnvironment\nmetadata: {name: node-a}\nipFamily: %s\n", g.a.family)
 	g.printf("iptables: {randomFully: %t, nfacct: %t}\nconntrack: {tcpBeLiberal: %t}\n", g.chance(50), g.o.NFAcct, g.chance(20))
-	g.printf("interfaces:\n- {name: lo, addresses: [127.0.0.1/8]}\n- {name: eth0, addresses: [192.168.0.2/24, 192.168.1.2/24]}\n")
-	for _, n := range nodes {
+	g.printf("interfaces: %s\n", g.a.interfaces)
+	for i, n := range nodes {
 		g.doc()
 		g.printf("apiVersion: v1\nkind: Node\nmetadata: {name: %s, labels: {topology.kubernetes.io/zone: %s}}\n", n.name, n.zone)
-		g.printf("spec: {podCIDR: %s}\nstatus: {addresses: [{type: InternalIP, address: %s}]}\n", n.podCIDR, n.ip)
+		g.printf("spec: {podCIDR: %q}\nstatus: {addresses: [{type: InternalIP, address: %q}]}\n",
+			fmt.Sprintf(g.a.podCIDR, i+1), fmt.Sprintf(g.a.nodeIP, i+2))
 	}
 	g.doc()
-	g.printf("apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: kubernetes}\nspec: {cidrs: [172.30.0.0/16]}\n")
+	g.printf("apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: kubernetes}\nspec: {cidrs: [%q]}\n", g.a.serviceCIDR)
 }
 
 // port is one service port as generated.
@@ -128,7 +153,7 @@ func (g *gen) service(i int) {
 	}
 	if g.chance(70) {
 		g.clusterIP++
-		g.printf("  clusterIP: 172.30.%d.%d\n", g.clusterIP/200, 10+g.clusterIP%200)
+		g.printf("  clusterIP: %q\n", fmt.Sprintf(g.a.clusterIP, 10+g.clusterIP))
 	}
 	external := kind != "ClusterIP"
 	if external && g.chance(45) {
@@ -142,10 +167,10 @@ func (g *gen) service(i int) {
 	}
 	if kind == "ExternalIPs" || (external && g.chance(20)) {
 		g.externalIP++
-		g.printf("  externalIPs: [198.51.100.%d]\n", g.externalIP)
+		g.printf("  externalIPs: [%q]\n", fmt.Sprintf(g.a.externalIP, g.externalIP))
 	}
 	if kind == "LoadBalancer" && g.chance(50) {
-		g.printf("  loadBalancerSourceRanges: [%s]\n", g.pick("203.0.113.0/25", "192.168.0.0/16", "10.0.0.0/8, 203.0.113.128/25"))
+		g.printf("  loadBalancerSourceRanges: [%s]\n", g.pick(g.a.sourceRanges...))
 	}
 	ports := g.ports(kind)
 	g.printf("  ports:\n")
@@ -172,7 +197,7 @@ func (g *gen) service(i int) {
 		if g.chance(15) {
 			mode = ", ipMode: Proxy"
 		}
-		g.printf("status: {loadBalancer: {ingress: [{ip: 5.6.7.%d%s}]}}\n", g.lbIP, mode)
+		g.printf("status: {loadBalancer: {ingress: [{ip: %q%s}]}}\n", fmt.Sprintf(g.a.lbIP, g.lbIP), mode)
 	}
 	switch {
 	case usesPods:
@@ -222,7 +247,7 @@ func (g *gen) endpointSet() []endpoint {
 			e.ready, e.serving, e.terminate = false, false, true
 		}
 		g.pod[e.node]++
-		e.ip = fmt.Sprintf("10.%d.0.%d", e.node+1, 10+g.pod[e.node])
+		e.ip = fmt.Sprintf(g.a.pod, e.node+1, 10+g.pod[e.node])
 		out = append(out, e)
 	}
 	return out
@@ -237,13 +262,13 @@ func (g *gen) slices(name, ns string, ports []port) {
 		}
 		g.doc()
 		g.printf("apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: %s-%d, namespace: %s, labels: {kubernetes.io/service-name: %s}}\n", name, k, ns, name)
-		g.printf("addressType: IPv4\nports:\n")
+		g.printf("addressType: %s\nports:\n", g.a.family)
 		for _, p := range group {
 			g.printf("- {name: %q, protocol: %s, port: %d}\n", p.name, p.proto, p.target)
 		}
 		g.printf("endpoints:\n")
 		for _, e := range eps {
-			g.printf("- addresses: [%s]\n  nodeName: %s\n  zone: %s\n", e.ip, nodes[e.node].name, nodes[e.node].zone)
+			g.printf("- addresses: [%q]\n  nodeName: %s\n  zone: %s\n", e.ip, nodes[e.node].name, nodes[e.node].zone)
 			g.printf("  conditions: {ready: %t, serving: %t, terminating: %t}\n", e.ready, e.serving, e.terminate)
 			if hints {
 				g.printf("  hints: {forZones: [{name: %s}]}\n", nodes[e.node].zone)
@@ -262,7 +287,7 @@ func (g *gen) endpoints(name, ns string, ports []port) {
 	}
 	var ready, notReady []string
 	for _, e := range eps {
-		a := fmt.Sprintf("{ip: %s, nodeName: %s}", e.ip, nodes[e.node].name)
+		a := fmt.Sprintf("{ip: %q, nodeName: %s}", e.ip, nodes[e.node].name)
 		if e.ready {
 			ready = append(ready, a)
 		} else {
@@ -292,6 +317,6 @@ func (g *gen) pods(name, ns string, ports []port) {
 		if !e.serving {
 			cond = "False"
 		}
-		g.printf("status:\n  phase: Running\n  podIP: %s\n  conditions: [{type: Ready, status: \"%s\"}]\n", e.ip, cond)
+		g.printf("status:\n  phase: Running\n  podIP: %q\n  conditions: [{type: Ready, status: \"%s\"}]\n", e.ip, cond)
 	}
 }

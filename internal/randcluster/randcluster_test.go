@@ -12,8 +12,9 @@ import (
 func TestGenerate(t *testing.T) {
 	kinds := map[string]bool{}
 	for seed := uint64(0); seed < 200; seed++ {
-		data := Generate(seed, Options{})
-		if !bytes.Equal(data, Generate(seed, Options{})) {
+		o := Options{IPv6: seed%3 == 0}
+		data := Generate(seed, o)
+		if !bytes.Equal(data, Generate(seed, o)) {
 			t.Fatalf("seed %d: two runs differ", seed)
 		}
 		l := &load.Loader{}
@@ -25,7 +26,11 @@ func TestGenerate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, data)
 		}
+		if o.IPv6 != (res.Map.Family == "IPv6") {
+			t.Fatalf("seed %d: compiled for %s", seed, res.Map.Family)
+		}
 		for _, s := range res.Map.Services {
+			kinds[string(res.Map.Family)] = true
 			for _, p := range s.Ports {
 				switch {
 				case p.InternalPolicyLocal:
@@ -50,7 +55,7 @@ func TestGenerate(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"internal local", "external local", "source ranges", "affinity", "no endpoints", "terminating fallback"} {
+	for _, k := range []string{"IPv4", "IPv6", "internal local", "external local", "source ranges", "affinity", "no endpoints", "terminating fallback"} {
 		if !kinds[k] {
 			t.Errorf("200 seeds never made a port with %s", k)
 		}
