@@ -19,8 +19,66 @@ type IPTables struct {
 	rs   *iptables.Ruleset
 	host Host
 	spec map[*iptables.Rule]*iptables.Spec
+	// chains holds each chain's rules understood, and an index for long chains.
+	chains map[*iptables.Chain]*chainIndex
 	// labels names the Service behind each hashed chain, per table.
 	labels map[string]map[string]string
+}
+
+// chainIndex is a chain's rules with their specs. A long chain (kube-proxy's
+// KUBE-SERVICES holds a rule per cluster, external and load-balancer IP) is indexed by
+// the one destination address most of its rules match, so a trace looks only at the
+// rules for its destination and the rules that match other destinations or none.
+type chainIndex struct {
+	specs []*iptables.Spec
+	texts []string // each rule as a Step shows it
+	// byDst lists the rules whose -d is one address, by that address; other lists the
+	// rest. Both are in rule order; nil byDst means the chain is not indexed.
+	byDst map[netip.Addr][]int
+	other []int
+}
+
+// indexFrom is how many rules a chain needs before it is indexed.
+const indexFrom = 32
+
+func newChainIndex(c *iptables.Chain, specs map[*iptables.Rule]*iptables.Spec) *chainIndex {
+	ci := &chainIndex{specs: make([]*iptables.Spec, len(c.Rules)), texts: make([]string, len(c.Rules))}
+	for i := range c.Rules {
+		ci.specs[i] = specs[&c.Rules[i]]
+		ci.texts[i] = c.Rules[i].Text()
+	}
+	if len(c.Rules) < indexFrom {
+		return ci
+	}
+	ci.byDst = map[netip.Addr][]int{}
+	for i, s := range ci.specs {
+		if s.Dst.Set() && !s.Dst.Not && s.Dst.Prefix.IsSingleIP() {
+			a := s.Dst.Prefix.Addr()
+			ci.byDst[a] = append(ci.byDst[a], i)
+		} else {
+			ci.other = append(ci.other, i)
+		}
+	}
+	return ci
+}
+
+// rules lists the indexes of the rules that can match a packet to dst, in order; nil
+// for a chain that is not indexed (every rule can). Within one walk of a chain the
+// destination does not change: DNAT ends the walk.
+func (ci *chainIndex) rules(dst netip.Addr) []int {
+	if ci.byDst == nil {
+		return nil
+	}
+	a, b := ci.byDst[dst], ci.other
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		if len(b) == 0 || (len(a) > 0 && a[0] < b[0]) {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
 }
 
 // NewIPTables prepares a ruleset for tracing; every rule must be understood.
@@ -39,8 +97,12 @@ func NewIPTables(rs *iptables.Ruleset, host Host) (*IPTables, error) {
 		}
 	}
 	t.labels = map[string]map[string]string{}
+	t.chains = map[*iptables.Chain]*chainIndex{}
 	for _, tb := range t.rs.Tables {
 		t.labels[tb.Name] = serviceLabels(tb, t.spec)
+		for _, c := range tb.Chains {
+			t.chains[c] = newChainIndex(c, t.spec)
+		}
 	}
 	return t, nil
 }
@@ -87,6 +149,9 @@ type state struct {
 	prob     *big.Rat
 	path     []Step
 }
+
+// one is the probability 1; nothing may change it.
+var one = big.NewRat(1, 1)
 
 func (s state) fork(p *big.Rat) state {
 	s.prob = new(big.Rat).Mul(s.prob, p)
@@ -198,32 +263,51 @@ func (t *IPTables) hook(table, chain string, st state) ([]walkResult, error) {
 
 const maxDepth = 64
 
-// walk runs the rules of one chain, forking at -m statistic.
+// walk runs the rules of one chain, forking at -m statistic. Most rules match no
+// branch, so the list of live branches is copied only when a rule changes it.
 func (t *IPTables) walk(tb *iptables.Table, c *iptables.Chain, st state, depth int) ([]walkResult, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("chain %s: jumps nest deeper than %d (a loop?)", c.Name, maxDepth)
 	}
+	ci := t.chains[c]
 	var done []walkResult
 	live := []state{st}
-	for i := range c.Rules {
-		r := &c.Rules[i]
-		spec := t.spec[r]
+	idx := ci.rules(st.pkt.Dst)
+	n := len(idx)
+	if idx == nil {
+		n = len(c.Rules)
+	}
+	for k := 0; k < n; k++ {
+		i := k
+		if idx != nil {
+			i = idx[k]
+		}
+		spec := ci.specs[i]
 		var next []state
-		for _, s := range live {
+		changed := false
+		for j, s := range live {
 			m, err := t.matches(spec, s)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", r.Text(), err)
+				return nil, fmt.Errorf("%s: %v", ci.texts[i], err)
 			}
 			if m.p.Sign() == 0 {
-				next = append(next, s)
+				if changed {
+					next = append(next, s)
+				}
 				continue
 			}
-			if m.p.Cmp(big.NewRat(1, 1)) < 0 {
-				next = append(next, s.fork(new(big.Rat).Sub(big.NewRat(1, 1), m.p)))
+			if !changed {
+				next, changed = append(next, live[:j]...), true
 			}
-			hit := s.fork(m.p)
+			// A certain match takes the branch as it is; a chance splits it in two, each
+			// with its own copy of the path.
+			hit := s
+			if m.p.Cmp(one) < 0 {
+				next = append(next, s.fork(new(big.Rat).Sub(one, m.p)))
+				hit = s.fork(m.p)
+			}
 			hit.affinity = hit.affinity || m.setsAffinity
-			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: r.Text(), Service: t.labels[tb.Name][c.Name], P: new(big.Rat).Set(m.p)})
+			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: ci.texts[i], Service: t.labels[tb.Name][c.Name], P: m.p})
 			results, err := t.apply(tb, spec, hit, depth)
 			if err != nil {
 				return nil, err
@@ -236,7 +320,12 @@ func (t *IPTables) walk(tb *iptables.Table, c *iptables.Chain, st state, depth i
 				}
 			}
 		}
-		live = next
+		if changed {
+			live = next
+		}
+		if len(live) == 0 {
+			break
+		}
 	}
 	for _, s := range live {
 		done = append(done, walkResult{st: s})

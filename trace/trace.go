@@ -66,7 +66,8 @@ type Step struct {
 	// or "ns/svc:port -> IP:port" for an endpoint's chain); empty for shared chains.
 	Service string
 	// P is the chance that the rule matched once the packet reached it: 1 for a plain
-	// match, 1/k for kube-proxy's "-m statistic" and "numgen" spreading.
+	// match, 1/k for kube-proxy's "-m statistic" and "numgen" spreading. Tracers may
+	// share the value between steps: read it, never change it.
 	P *big.Rat
 }
 

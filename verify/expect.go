@@ -50,17 +50,81 @@ func protoOf(f Frontend) model.Protocol {
 // departs from it on purpose.
 //
 // host holds the node's addresses; a packet whose source is one of them comes from the
-// node itself.
+// node itself. For many packets, make an Expecter once.
 func Expect(sm *ir.ServiceMap, host trace.Host, p trace.Packet) *trace.Result {
-	res, _, _ := expect(sm, host, p)
-	return res
+	return NewExpecter(sm, host).Expect(p)
 }
 
 // ExpectMode is Expect with one mode's documented differences applied; applied names
 // the differences that changed the expectation.
 func ExpectMode(m compiler.Mode, sm *ir.ServiceMap, host trace.Host, p trace.Packet) (res *trace.Result, applied []string) {
-	res, f, ok := expect(sm, host, p)
-	c := &probeContext{frontend: f, found: ok, packet: p, host: host}
+	return NewExpecter(sm, host).ExpectMode(m, p)
+}
+
+// Expecter answers Expect for one service map, with its frontends indexed.
+type Expecter struct {
+	sm   *ir.ServiceMap
+	host trace.Host
+	// vips are cluster, external and load-balancer IPs by address, port and protocol;
+	// the first frontend in map order wins, as kube-proxy's first rule does.
+	vips map[vipKey]Frontend
+	// nodePorts and health are listed in map order, matched by port and protocol.
+	nodePorts, health map[portKey]Frontend
+}
+
+type vipKey struct {
+	addr  netip.AddrPort
+	proto model.Protocol
+}
+
+type portKey struct {
+	port  uint16
+	proto model.Protocol
+}
+
+// NewExpecter indexes a service map's frontends.
+func NewExpecter(sm *ir.ServiceMap, host trace.Host) *Expecter {
+	x := &Expecter{sm: sm, host: host, vips: map[vipKey]Frontend{}, nodePorts: map[portKey]Frontend{}, health: map[portKey]Frontend{}}
+	for _, s := range sm.Services {
+		for _, p := range s.Ports {
+			f := Frontend{Service: s, Port: p}
+			add := func(k Kind, a netip.Addr) {
+				key := vipKey{netip.AddrPortFrom(a, p.Port), p.Protocol}
+				if _, dup := x.vips[key]; !dup {
+					f.Kind, f.Addr = k, key.addr
+					x.vips[key] = f
+				}
+			}
+			add(ClusterIP, p.ClusterIP)
+			for _, a := range p.ExternalIPs {
+				add(ExternalIP, a)
+			}
+			for _, a := range p.LoadBalancerIPs {
+				add(LoadBalancerIP, a)
+			}
+			if k := (portKey{p.NodePort, p.Protocol}); p.NodePort != 0 && x.nodePorts[k].Port == nil {
+				f.Kind = NodePort
+				x.nodePorts[k] = f
+			}
+			if k := (portKey{p.HealthCheckNodePort, model.TCP}); p.HealthCheckNodePort != 0 && x.health[k].Port == nil {
+				f.Kind = HealthCheck
+				x.health[k] = f
+			}
+		}
+	}
+	return x
+}
+
+// Expect is the package-level Expect for this expecter's map.
+func (x *Expecter) Expect(p trace.Packet) *trace.Result {
+	res, _, _ := x.expect(p)
+	return res
+}
+
+// ExpectMode is the package-level ExpectMode for this expecter's map.
+func (x *Expecter) ExpectMode(m compiler.Mode, p trace.Packet) (res *trace.Result, applied []string) {
+	res, f, ok := x.expect(p)
+	c := &probeContext{frontend: f, found: ok, packet: p, host: x.host}
 	for _, d := range DifferencesOf(m) {
 		if d.adjust(c, res) {
 			applied = append(applied, d.Name)
@@ -69,8 +133,7 @@ func ExpectMode(m compiler.Mode, sm *ir.ServiceMap, host trace.Host, p trace.Pac
 	return res, applied
 }
 
-func expect(sm *ir.ServiceMap, host trace.Host, p trace.Packet) (*trace.Result, Frontend, bool) {
-	x := expecter{sm: sm, host: host}
+func (x *Expecter) expect(p trace.Packet) (*trace.Result, Frontend, bool) {
 	res := &trace.Result{Packet: p, Mode: "service map"}
 	f, ok := x.frontend(p)
 	if !ok {
@@ -81,69 +144,29 @@ func expect(sm *ir.ServiceMap, host trace.Host, p trace.Packet) (*trace.Result, 
 	return res, f, true
 }
 
-type expecter struct {
-	sm   *ir.ServiceMap
-	host trace.Host
-}
-
-// frontend finds the frontend a packet is for: cluster IPs, external IPs and
-// load-balancer IPs of every service port in map order, then node ports, then
-// health-check node ports (kube-proxy's KUBE-SERVICES order, its last rule handing
-// local destinations to KUBE-NODEPORTS).
-func (x *expecter) frontend(p trace.Packet) (Frontend, bool) {
-	for _, f := range x.frontends() {
-		if f.Addr.Port() == p.DPort && protoOf(f).Lower() == p.Proto && x.hits(f, p.Dst) {
-			return f, true
-		}
+// frontend finds the frontend a packet is for: a cluster, external or load-balancer
+// IP, else a node port, else a health-check node port (kube-proxy's KUBE-SERVICES
+// order, its last rule handing local destinations to KUBE-NODEPORTS).
+func (x *Expecter) frontend(p trace.Packet) (Frontend, bool) {
+	proto := model.Protocol(strings.ToUpper(p.Proto))
+	dst := netip.AddrPortFrom(p.Dst, p.DPort)
+	if f, ok := x.vips[vipKey{dst, proto}]; ok {
+		return f, true
+	}
+	if f, ok := x.nodePorts[portKey{p.DPort, proto}]; ok && x.acceptsNodePorts(p.Dst) {
+		f.Addr = dst
+		return f, true
+	}
+	if f, ok := x.health[portKey{p.DPort, proto}]; ok && x.host.IsLocal(p.Dst) {
+		f.Addr = dst
+		return f, true
 	}
 	return Frontend{}, false
 }
 
-// frontends lists every frontend of the map; node ports and health checks are listed
-// once, on the unspecified address, and matched against the node's addresses.
-func (x *expecter) frontends() []Frontend {
-	var vips, nodePorts, health []Frontend
-	for _, s := range x.sm.Services {
-		for _, p := range s.Ports {
-			f := Frontend{Service: s, Port: p}
-			add := func(k Kind, a netip.Addr, port uint16) {
-				f.Kind, f.Addr = k, netip.AddrPortFrom(a, port)
-				vips = append(vips, f)
-			}
-			add(ClusterIP, p.ClusterIP, p.Port)
-			for _, a := range p.ExternalIPs {
-				add(ExternalIP, a, p.Port)
-			}
-			for _, a := range p.LoadBalancerIPs {
-				add(LoadBalancerIP, a, p.Port)
-			}
-			if p.NodePort != 0 {
-				f.Kind, f.Addr = NodePort, netip.AddrPortFrom(netip.Addr{}, p.NodePort)
-				nodePorts = append(nodePorts, f)
-			}
-			if p.HealthCheckNodePort != 0 {
-				f.Kind, f.Addr = HealthCheck, netip.AddrPortFrom(netip.Addr{}, p.HealthCheckNodePort)
-				health = append(health, f)
-			}
-		}
-	}
-	return append(append(vips, nodePorts...), health...)
-}
-
-// hits reports whether a destination address reaches a frontend.
-func (x *expecter) hits(f Frontend, dst netip.Addr) bool {
-	switch f.Kind {
-	case NodePort:
-		return x.acceptsNodePorts(dst)
-	case HealthCheck:
-		return x.host.IsLocal(dst)
-	}
-	return f.Addr.Addr() == dst
-}
-
 // acceptsNodePorts: nodePortAddresses selects the node's addresses (every local one
 // when it matches all), loopback only for IPv4 with localhost node ports.
-func (x *expecter) acceptsNodePorts(a netip.Addr) bool {
+func (x *Expecter) acceptsNodePorts(a netip.Addr) bool {
 	npa := x.sm.NodePorts
 	if a.IsLoopback() && (x.sm.Family == model.IPv6 || !npa.Localhost) {
 		return false
@@ -155,7 +178,7 @@ func (x *expecter) acceptsNodePorts(a netip.Addr) bool {
 }
 
 // outcomes applies the port's decisions to a packet for one of its frontends.
-func (x *expecter) outcomes(f Frontend, p trace.Packet) []trace.Outcome {
+func (x *Expecter) outcomes(f Frontend, p trace.Packet) []trace.Outcome {
 	port := f.Port
 	switch f.Kind {
 	case HealthCheck:
@@ -198,7 +221,7 @@ func (x *expecter) outcomes(f Frontend, p trace.Packet) []trace.Outcome {
 }
 
 // fromPod is the local-traffic detector's answer for a packet.
-func (x *expecter) fromPod(p trace.Packet) bool {
+func (x *Expecter) fromPod(p trace.Packet) bool {
 	d := x.sm.LocalDetector
 	switch d.Mode {
 	case "ClusterCIDR", "NodeCIDR":
@@ -213,7 +236,7 @@ func (x *expecter) fromPod(p trace.Packet) bool {
 
 // sourceAllowed: loadBalancerSourceRanges admit the source, or the node reaches its own
 // load-balancer IP (which then is the source) and a range holds the node's IP.
-func (x *expecter) sourceAllowed(port *ir.Port, f Frontend, src netip.Addr) bool {
+func (x *Expecter) sourceAllowed(port *ir.Port, f Frontend, src netip.Addr) bool {
 	for _, r := range port.SourceRanges {
 		if r.Contains(src) {
 			return true

@@ -16,12 +16,28 @@ type Locator struct {
 	host  trace.Host
 	pods  map[netip.Addr]*model.Pod
 	nodes []*model.Node
+	// endpoints holds the first endpoint of each address, with its port's name.
+	endpoints map[netip.Addr]placedEndpoint
+}
+
+type placedEndpoint struct {
+	local bool
+	port  string
 }
 
 // NewLocator builds a locator from the service map and, when known, the cluster it was
 // compiled from (its Pods and Nodes name the addresses); c may be nil.
 func NewLocator(sm *ir.ServiceMap, c *model.Cluster) *Locator {
-	l := &Locator{sm: sm, host: HostOf(sm), pods: map[netip.Addr]*model.Pod{}}
+	l := &Locator{sm: sm, host: HostOf(sm), pods: map[netip.Addr]*model.Pod{}, endpoints: map[netip.Addr]placedEndpoint{}}
+	for _, s := range sm.Services {
+		for _, p := range s.Ports {
+			for _, e := range p.Endpoints {
+				if _, ok := l.endpoints[e.IP]; !ok {
+					l.endpoints[e.IP] = placedEndpoint{local: e.Local, port: p.Name.String()}
+				}
+			}
+		}
+	}
 	if c != nil {
 		for _, p := range c.Pods {
 			for _, a := range p.PodIPs {
@@ -63,18 +79,11 @@ func (l *Locator) Locate(a netip.Addr) trace.Source {
 		}
 		return trace.Source{Locality: loc, Name: p.Namespace + "/" + p.Name}
 	}
-	for _, s := range l.sm.Services {
-		for _, p := range s.Ports {
-			for _, e := range p.Endpoints {
-				if e.IP != a {
-					continue
-				}
-				if e.Local {
-					return trace.Source{Locality: trace.LocalPod, Name: "an endpoint of " + p.Name.String()}
-				}
-				return trace.Source{Locality: trace.RemotePod, Name: "an endpoint of " + p.Name.String()}
-			}
+	if e, ok := l.endpoints[a]; ok {
+		if e.local {
+			return trace.Source{Locality: trace.LocalPod, Name: "an endpoint of " + e.port}
 		}
+		return trace.Source{Locality: trace.RemotePod, Name: "an endpoint of " + e.port}
 	}
 	for _, n := range l.nodes {
 		for _, na := range n.Addresses {
@@ -129,19 +138,8 @@ func (l *Locator) PacketAs(src netip.Addr, dst netip.AddrPort, proto string, wan
 
 // known reports an address the cluster places: the node's, a Pod's or an endpoint's.
 func (l *Locator) known(a netip.Addr) bool {
-	if l.host.IsLocal(a) || l.pods[a] != nil {
-		return true
-	}
-	for _, s := range l.sm.Services {
-		for _, p := range s.Ports {
-			for _, e := range p.Endpoints {
-				if e.IP == a {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	_, endpoint := l.endpoints[a]
+	return endpoint || l.host.IsLocal(a) || l.pods[a] != nil
 }
 
 // PodInterface is the name of a pod interface as the node's local-traffic detector sees

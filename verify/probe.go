@@ -93,7 +93,7 @@ func Probes(l *Locator) []Probe {
 // frontendsOf lists a port's frontends with real addresses: node ports on every
 // address that takes them, the health check on the node's IP.
 func frontendsOf(sm *ir.ServiceMap, host trace.Host, s *ir.Service, p *ir.Port) []Frontend {
-	x := expecter{sm: sm, host: host}
+	x := Expecter{sm: sm, host: host}
 	var out []Frontend
 	f := Frontend{Service: s, Port: p}
 	add := func(k Kind, a netip.Addr, port uint16) {
@@ -164,7 +164,14 @@ type picker struct {
 	ranges  []netip.Prefix
 	outside netip.Addr
 	node    netip.Addr
+	// local and remote are the first few endpoint addresses on this node and on others,
+	// in map order: candidates for pods that are not a port's own endpoints.
+	local, remote []netip.Addr
 }
+
+// candidates is how many endpoint addresses of each kind the picker keeps; a port with
+// more endpoints than that among them gets no probe from that kind of pod.
+const candidates = 8
 
 func newPicker(sm *ir.ServiceMap, host trace.Host) *picker {
 	pk := &picker{sm: sm, used: map[netip.Addr]bool{}, node: primaryIP(sm)}
@@ -183,6 +190,13 @@ func newPicker(sm *ir.ServiceMap, host trace.Host) *picker {
 				pk.used[a] = true
 			}
 			for _, e := range p.Endpoints {
+				if !pk.used[e.IP] {
+					if e.Local && len(pk.local) < candidates {
+						pk.local = append(pk.local, e.IP)
+					} else if !e.Local && len(pk.remote) < candidates {
+						pk.remote = append(pk.remote, e.IP)
+					}
+				}
 				pk.used[e.IP] = true
 			}
 		}
@@ -254,17 +268,17 @@ func (pk *picker) remotePod(port *ir.Port) netip.Addr {
 }
 
 func (pk *picker) endpointElsewhere(port *ir.Port, local bool) netip.Addr {
-	mine := map[netip.Addr]bool{}
-	for _, e := range port.Endpoints {
-		mine[e.IP] = true
+	cands := pk.remote
+	if local {
+		cands = pk.local
 	}
-	for _, s := range pk.sm.Services {
-		for _, p := range s.Ports {
-			for _, e := range p.Endpoints {
-				if e.Local == local && !mine[e.IP] {
-					return e.IP
-				}
-			}
+	for _, a := range cands {
+		mine := false
+		for _, e := range port.Endpoints {
+			mine = mine || e.IP == a
+		}
+		if !mine {
+			return a
 		}
 	}
 	return netip.Addr{}

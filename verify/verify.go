@@ -119,12 +119,13 @@ func Check(b backend, sm *ir.ServiceMap, c *model.Cluster) (*ModeReport, error) 
 // from a kernel, say) to the service map, probe by probe; c (may be nil) names pods.
 func CheckTracer(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster, tr trace.Tracer) *ModeReport {
 	l := NewLocator(sm, c)
+	x := NewExpecter(sm, l.Host())
 	mr := &ModeReport{Mode: m, Applied: map[string]int{}}
 	frontends := map[string]bool{}
 	for _, p := range Probes(l) {
 		mr.Probes++
 		frontends[p.Frontend.String()] = true
-		want, applied := ExpectMode(m, sm, l.Host(), p.Packet)
+		want, applied := x.ExpectMode(m, p.Packet)
 		for _, name := range applied {
 			mr.Applied[name]++
 		}
