@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"strconv"
@@ -9,9 +10,11 @@ import (
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
 	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 )
@@ -29,12 +32,15 @@ func kernelClusters() int {
 var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts"}
 
 // TestPropertyKernel loads random clusters' rules (every fourth one IPv6, through
-// ip6tables) into a network namespace with both iptables backends: the kernel must accept every ruleset, and the rules it holds,
-// read back with iptables-save, must trace to what the service map says for every
-// probe (svcgen verify over the kernel's own text). No traffic is sent.
+// ip6tables) into network namespaces: iptables mode with both iptables backends, and
+// ipvs mode's sets and companion chains (the kernel here has no IPVS; the virtual
+// servers come from svcgen's own ipvsadm rules). The kernel must accept every ruleset,
+// and the rules it holds, read back with iptables-save and ipset save, must trace to
+// what the service map says for every probe (svcgen verify over the kernel's own
+// text). No traffic is sent.
 func TestPropertyKernel(t *testing.T) {
 	l := newLab(t)
-	ns := l.ns("prop")
+	ns, vsns := l.ns("prop"), l.ns("propvs")
 	nfacct := false
 	if _, err := exec.LookPath("nfacct"); err == nil {
 		for _, c := range nfacctCounters {
@@ -45,7 +51,10 @@ func TestPropertyKernel(t *testing.T) {
 		t.Fatalf("nfacct is not installed (test.sh installs it): %v", err)
 	}
 	n := kernelClusters()
-	probes := 0
+	probes, ipvsLoaded := 0, 0
+	// KUBE-IPVS-OUT-FILTER's "-m ipvs" needs the kernel's xt_ipvs, which a kernel
+	// without IPVS lacks; clusters that need it skip the ipvs part there.
+	xtIPVS := l.feed(vsns, []byte("*filter\n:svcgen-probe - [0:0]\n-A svcgen-probe -m ipvs --vaddr 198.18.0.1/32 -j DROP\nCOMMIT\n"), "iptables-restore", "--noflush") == nil
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		ipv6 := seed%4 == 0
 		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0, IPv6: ipv6})
@@ -83,6 +92,64 @@ func TestPropertyKernel(t *testing.T) {
 				t.Errorf("seed %d, %s-save: %s", seed, backend, d)
 			}
 		}
+		if p, ok := kernelIPVS(t, l, vsns, seed, res, xtIPVS); ok {
+			probes += p
+			ipvsLoaded++
+		}
 	}
-	t.Logf("%d random clusters loaded with both iptables backends, %d probes traced through the kernel's rules", n, probes)
+	t.Logf("%d random clusters loaded with both iptables backends, %d of them as ipvs sets and chains too (xt_ipvs here: %v), %d probes traced through the kernel's rules", n, ipvsLoaded, xtIPVS, probes)
+}
+
+// kernelIPVS loads a cluster's ipvs sets and companion chains into a namespace, reads
+// them back, and verifies ipvs mode over the kernel's text; it returns the probes, and
+// false when the chains need "-m ipvs" and the kernel lacks it.
+func kernelIPVS(t *testing.T, l *lab, ns string, seed uint64, res *pipeline.Result, xtIPVS bool) (int, bool) {
+	t.Helper()
+	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.IPVS, PreferSameTrafficDistribution: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := ipvsadm.Build(sm)
+	var sets, payload, rules bytes.Buffer
+	if err := ipvsadm.WriteSets(&sets, n.Sets); err != nil {
+		t.Fatal(err)
+	}
+	if err := ipvsadm.WritePayload(&payload, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := ipvsadm.WriteRules(&rules, n.Services); err != nil {
+		t.Fatal(err)
+	}
+	if !xtIPVS && bytes.Contains(payload.Bytes(), []byte(" -m ipvs ")) {
+		return 0, false
+	}
+	ipt := "iptables"
+	if sm.Family == model.IPv6 {
+		ipt = "ip6tables"
+	}
+	l.in(ns, "sh", "-c", "ipset destroy "+ipvsadm.TempSet+" 2>/dev/null || :")
+	if err := l.feed(ns, sets.Bytes(), "ipset", "restore", "-exist"); err != nil {
+		t.Fatalf("seed %d: ipset restore: %v", seed, err)
+	}
+	if err := l.feed(ns, payload.Bytes(), ipt+"-restore", "--noflush"); err != nil {
+		t.Fatalf("seed %d: the kernel refused the ipvs companion chains: %v", seed, err)
+	}
+	for _, j := range ipvsadm.Jumps { // as the script ensures them
+		if _, err := l.try(append([]string{"ip", "netns", "exec", ns, ipt, "-t", j.Table, "-C", j.From}, j.Args()...)...); err != nil {
+			l.in(ns, append([]string{ipt, "-t", j.Table, "-I", j.From, "1"}, j.Args()...)...)
+		}
+	}
+	tr, err := trace.Open([]trace.File{
+		{Name: "iptables-save", Data: []byte(l.in(ns, ipt+"-save"))},
+		{Name: "ipset save", Data: []byte(l.in(ns, "ipset", "save"))},
+		{Name: "ipvsadm rules", Data: rules.Bytes()},
+	}, verify.HostOf(sm))
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	mr := verify.CheckTracer(compiler.IPVS, sm, res.Resolved.Cluster, tr)
+	for _, d := range mr.Disagreements {
+		t.Errorf("seed %d, ipvs from ipset save and %s-save: %s", seed, ipt, d)
+	}
+	return mr.Probes, true
 }

@@ -9,20 +9,27 @@ import (
 	"github.com/svcgen/svcgen/verify"
 )
 
-// runVerify checks that the case's iptables rules implement its service map for every
-// frontend and every kind of source (svcgen verify), beyond the flows upstream lists.
+// runVerify checks that the case's rules in every mode verify knows implement its
+// service map for every frontend and every kind of source (svcgen verify), beyond the
+// flows upstream lists.
 func runVerify(t *testing.T, res *pipeline.Result) {
 	t.Helper()
-	mr, err := verify.CheckMode(compiler.IPTables, res.Map, res.Resolved.Cluster)
-	if err != nil {
-		t.Fatalf("verify: %v", err)
-	}
-	t.Logf("verify: %d frontends %d probes %v", mr.Frontends, mr.Probes, mr.Applied)
-	if len(mr.Disagreements) > 0 {
-		var b strings.Builder
-		for _, d := range mr.Disagreements {
-			b.WriteString(d.String())
+	for _, m := range verify.Modes() {
+		sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: m, PreferSameTrafficDistribution: true})
+		if err != nil {
+			t.Fatalf("compiling for %s: %v", m, err)
 		}
-		t.Errorf("verify: %d of %d probes disagree:\n%s", len(mr.Disagreements), mr.Probes, b.String())
+		mr, err := verify.CheckMode(m, sm, res.Resolved.Cluster)
+		if err != nil {
+			t.Fatalf("verify %s: %v", m, err)
+		}
+		t.Logf("verify %s: %d frontends %d probes %v", m, mr.Frontends, mr.Probes, mr.Applied)
+		if len(mr.Disagreements) > 0 {
+			var b strings.Builder
+			for _, d := range mr.Disagreements {
+				b.WriteString(d.String())
+			}
+			t.Errorf("verify %s: %d of %d probes disagree:\n%s", m, len(mr.Disagreements), mr.Probes, b.String())
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/emit/ipvsadm"
 )
 
 // IPTables traces packets through an iptables ruleset (svcgen output or iptables-save).
@@ -23,6 +24,8 @@ type IPTables struct {
 	chains map[*iptables.Chain]*chainIndex
 	// labels names the Service behind each hashed chain, per table.
 	labels map[string]map[string]string
+	// sets are the ipsets "-m set" looks in (ipvs mode); nil without them.
+	sets map[string]*setIndex
 }
 
 // chainIndex is a chain's rules with their specs. A long chain (kube-proxy's
@@ -146,8 +149,10 @@ type state struct {
 	masq     bool
 	marked   bool
 	affinity bool
-	prob     *big.Rat
-	path     []Step
+	// vs is the IPVS virtual server that scheduled the packet (ipvs mode).
+	vs   *ipvsadm.VirtualServer
+	prob *big.Rat
+	path []Step
 }
 
 // one is the probability 1; nothing may change it.
@@ -244,7 +249,7 @@ func outcome(st state, v Verdict) Outcome {
 func (t *IPTables) hook(table, chain string, st state) ([]walkResult, error) {
 	tb := t.rs.Table(table)
 	if tb == nil || tb.Chain(chain) == nil {
-		return []walkResult{{st: st, verdict: "ACCEPT"}}, nil
+		return []walkResult{{st: st, verdict: "ACCEPT", policy: true}}, nil
 	}
 	res, err := t.walk(tb, tb.Chain(chain), st, 0)
 	if err != nil {

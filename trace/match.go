@@ -96,7 +96,11 @@ func (t *IPTables) module(m iptables.Module, st state) (match, error) {
 	case "conntrack", "state":
 		return ctstate(m, st), nil
 	case "physdev":
-		return never, nil
+		return physdev(m), nil
+	case "set":
+		return t.setMatch(m, st)
+	case "ipvs":
+		return ipvsMatch(m, st)
 	}
 	return never, fmt.Errorf("cannot trace rules with -m %s", m.Name)
 }

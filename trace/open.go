@@ -3,11 +3,14 @@ package trace
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
 )
 
 // Format is the kind of text a ruleset file holds.
@@ -60,8 +63,10 @@ func DetectFormat(data []byte) (Format, error) {
 		}
 		return "", fmt.Errorf("cannot tell what kind of ruleset this is from %q (want iptables-save, nft list ruleset, ipvsadm -Sn or ipset save output)", l)
 	}
-	return "", fmt.Errorf("the ruleset is empty")
+	return "", errEmpty
 }
+
+var errEmpty = errors.New("the ruleset is empty")
 
 var nftObjects = map[string]bool{"table": true, "chain": true, "rule": true, "set": true, "map": true, "element": true}
 
@@ -72,37 +77,94 @@ type File struct {
 }
 
 // Open reads ruleset files into a tracer for a node with the given addresses. Each
-// file's format is detected; together they must make up one mode's ruleset.
+// file's format is detected; together they must make up one mode's ruleset: an
+// iptables ruleset (svcgen's output or iptables-save), svcgen's ipvs script, or
+// ipvsadm -Sn with ipset save and iptables-save (or svcgen's split ipvs files).
 func Open(files []File, host Host) (Tracer, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no ruleset given")
 	}
 	byFormat := map[Format][]File{}
+	var empty []File // a node with no virtual servers saves an empty ipvsadm ruleset
 	for _, f := range files {
 		format, err := DetectFormat(f.Data)
+		if errors.Is(err, errEmpty) {
+			empty = append(empty, f)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.Name, err)
 		}
 		byFormat[format] = append(byFormat[format], f)
 	}
+	if len(empty) == 1 && len(byFormat[IPVSAdmText]) == 0 && len(byFormat[IPSetText]) > 0 {
+		byFormat[IPVSAdmText] = empty
+		empty = nil
+	}
+	if len(empty) > 0 {
+		return nil, fmt.Errorf("%s: %w", empty[0].Name, errEmpty)
+	}
+	for format, fs := range byFormat {
+		if len(fs) > 1 {
+			return nil, fmt.Errorf("%s and %s: two %s rulesets; give one of each kind", fs[0].Name, fs[1].Name, format)
+		}
+	}
+	one := func(f Format) (File, bool) {
+		fs := byFormat[f]
+		if len(fs) == 0 {
+			return File{}, false
+		}
+		return fs[0], true
+	}
 	switch {
-	case len(byFormat) == 1 && len(byFormat[IPTablesText]) == 1:
-		f := byFormat[IPTablesText][0]
-		rs, err := iptables.ParseBytes(f.Name, f.Data)
+	case len(byFormat[NFTText]) > 0:
+		return nil, fmt.Errorf("%s: nftables rulesets cannot be traced by this version of svcgen (iptables and ipvs can)", byFormat[NFTText][0].Name)
+	case len(byFormat) == 1 && len(byFormat[ShellScript]) == 1:
+		f := byFormat[ShellScript][0]
+		n, err := ipvsadm.ParseScript(f.Name, bytes.NewReader(f.Data))
 		if err != nil {
 			return nil, err
 		}
-		return NewIPTables(rs, host)
-	case len(byFormat[IPTablesText]) > 1:
-		return nil, fmt.Errorf("%s and %s: two iptables rulesets; give one (iptables-save prints every table)", byFormat[IPTablesText][0].Name, byFormat[IPTablesText][1].Name)
+		return NewIPVS(n, nil, host)
+	case len(byFormat[ShellScript]) > 0:
+		return nil, fmt.Errorf("%s: give svcgen's ipvs script alone", byFormat[ShellScript][0].Name)
+	case len(byFormat[IPVSAdmText]) > 0 || len(byFormat[IPSetText]) > 0:
+		return openIPVS(one, host)
 	}
-	for _, f := range files {
-		format, _ := DetectFormat(f.Data)
-		if format != IPTablesText {
-			return nil, fmt.Errorf("%s: %s rulesets cannot be traced by this version of svcgen (iptables can)", f.Name, format)
+	f, _ := one(IPTablesText)
+	rs, err := iptables.ParseBytes(f.Name, f.Data)
+	if err != nil {
+		return nil, err
+	}
+	return NewIPTables(rs, host)
+}
+
+// openIPVS reads a node's ipvs state from its tools' output.
+func openIPVS(one func(Format) (File, bool), host Host) (Tracer, error) {
+	vf, okV := one(IPVSAdmText)
+	sf, okS := one(IPSetText)
+	tf, okT := one(IPTablesText)
+	if !okV || !okS || !okT {
+		return nil, fmt.Errorf("an ipvs node's state is three rulesets: ipvsadm -Sn, ipset save and iptables-save output (or svcgen compile -m ipvs --split's ipvsadm.rules, ipset.restore and iptables.rules); give all three")
+	}
+	n := &ipvsadm.Node{Family: model.IPv4}
+	var err error
+	if n.Services, err = ipvsadm.ParseRulesBytes(vf.Name, vf.Data); err != nil {
+		return nil, err
+	}
+	if n.Sets, err = ipvsadm.ParseSetsBytes(sf.Name, sf.Data); err != nil {
+		return nil, err
+	}
+	for _, vs := range n.Services {
+		if vs.Address.Addr().Is6() {
+			n.Family = model.IPv6
 		}
 	}
-	return nil, fmt.Errorf("no ruleset given")
+	rs, err := iptables.ParseBytes(tf.Name, tf.Data)
+	if err != nil {
+		return nil, err
+	}
+	return NewIPVS(n, rs, host)
 }
 
 // ForMap writes a compiled service map in a mode's syntax, reads the text back as a
@@ -120,9 +182,27 @@ func ForMap(mode string, sm *ir.ServiceMap, host Host) (Tracer, error) {
 			return nil, fmt.Errorf("reading back iptables rules: %w", err)
 		}
 		return NewIPTables(rs, host)
+	case "ipvs":
+		built := ipvsadm.Build(sm)
+		var b bytes.Buffer
+		if err := ipvsadm.WriteScript(&b, built, ipvsadm.Header{Node: sm.Node.Name}); err != nil {
+			return nil, fmt.Errorf("writing the ipvs script: %w", err)
+		}
+		n, err := ipvsadm.ParseScript("ipvs script", &b)
+		if err != nil {
+			return nil, fmt.Errorf("reading back the ipvs script: %w", err)
+		}
+		// Which Service a virtual server is for is a comment of the script; take it
+		// from the state the script was written from.
+		for _, vs := range n.Services {
+			if w := built.Service(vs.Key()); w != nil {
+				vs.For = w.For
+			}
+		}
+		return NewIPVS(n, nil, host)
 	}
 	return nil, fmt.Errorf("mode %s: svcgen cannot trace it in this version (it traces %s)", mode, strings.Join(MapModes, ", "))
 }
 
 // MapModes are the modes ForMap traces.
-var MapModes = []string{"iptables"}
+var MapModes = []string{"iptables", "ipvs"}

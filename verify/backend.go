@@ -15,7 +15,8 @@ type backend struct {
 }
 
 var backends = []backend{
-	{compiler.IPTables, iptablesTracer},
+	{compiler.IPTables, mapTracer(compiler.IPTables)},
+	{compiler.IPVS, mapTracer(compiler.IPVS)},
 }
 
 // Modes lists the modes verify checks, in order.
@@ -36,7 +37,9 @@ func backendFor(m compiler.Mode) (backend, bool) {
 	return backend{}, false
 }
 
-// iptablesTracer traces the complete iptables-restore file svcgen writes.
-func iptablesTracer(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
-	return trace.ForMap(string(compiler.IPTables), sm, host)
+// mapTracer traces what svcgen writes for a mode, read back (trace.ForMap).
+func mapTracer(m compiler.Mode) func(*ir.ServiceMap, trace.Host) (trace.Tracer, error) {
+	return func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
+		return trace.ForMap(string(m), sm, host)
+	}
 }

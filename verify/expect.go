@@ -70,6 +70,8 @@ type Expecter struct {
 	vips map[vipKey]Frontend
 	// nodePorts and health are listed in map order, matched by port and protocol.
 	nodePorts, health map[portKey]Frontend
+	// virtual are the cluster, external and load-balancer IPs.
+	virtual map[netip.Addr]bool
 }
 
 type vipKey struct {
@@ -84,11 +86,12 @@ type portKey struct {
 
 // NewExpecter indexes a service map's frontends.
 func NewExpecter(sm *ir.ServiceMap, host trace.Host) *Expecter {
-	x := &Expecter{sm: sm, host: host, vips: map[vipKey]Frontend{}, nodePorts: map[portKey]Frontend{}, health: map[portKey]Frontend{}}
+	x := &Expecter{sm: sm, host: host, vips: map[vipKey]Frontend{}, nodePorts: map[portKey]Frontend{}, health: map[portKey]Frontend{}, virtual: map[netip.Addr]bool{}}
 	for _, s := range sm.Services {
 		for _, p := range s.Ports {
 			f := Frontend{Service: s, Port: p}
 			add := func(k Kind, a netip.Addr) {
+				x.virtual[a] = true
 				key := vipKey{netip.AddrPortFrom(a, p.Port), p.Protocol}
 				if _, dup := x.vips[key]; !dup {
 					f.Kind, f.Addr = k, key.addr
@@ -117,31 +120,41 @@ func NewExpecter(sm *ir.ServiceMap, host trace.Host) *Expecter {
 
 // Expect is the package-level Expect for this expecter's map.
 func (x *Expecter) Expect(p trace.Packet) *trace.Result {
-	res, _, _ := x.expect(p)
-	return res
+	return x.expect(p, semantics{})
 }
 
-// ExpectMode is the package-level ExpectMode for this expecter's map.
+// ExpectMode is the package-level ExpectMode for this expecter's map. A difference
+// counts as applied when turning it off alone would change the expectation.
 func (x *Expecter) ExpectMode(m compiler.Mode, p trace.Packet) (res *trace.Result, applied []string) {
-	res, f, ok := x.expect(p)
-	c := &probeContext{frontend: f, found: ok, packet: p, host: x.host}
-	for _, d := range DifferencesOf(m) {
-		if d.adjust(c, res) {
+	diffs := DifferencesOf(m)
+	var sem semantics
+	for _, d := range diffs {
+		d.set(&sem)
+	}
+	res = x.expect(p, sem)
+	for i, d := range diffs {
+		var without semantics
+		for j, o := range diffs {
+			if j != i {
+				o.set(&without)
+			}
+		}
+		if Summary(x.expect(p, without)) != Summary(res) {
 			applied = append(applied, d.Name)
 		}
 	}
 	return res, applied
 }
 
-func (x *Expecter) expect(p trace.Packet) (*trace.Result, Frontend, bool) {
+func (x *Expecter) expect(p trace.Packet, sem semantics) *trace.Result {
 	res := &trace.Result{Packet: p, Mode: "service map"}
 	f, ok := x.frontend(p)
 	if !ok {
 		res.Outcomes = verdict(trace.None)
-		return res, f, false
+		return res
 	}
-	res.Outcomes = x.outcomes(f, p)
-	return res, f, true
+	res.Outcomes = x.outcomes(f, p, sem)
+	return res
 }
 
 // frontend finds the frontend a packet is for: a cluster, external or load-balancer
@@ -177,47 +190,93 @@ func (x *Expecter) acceptsNodePorts(a netip.Addr) bool {
 	return slices.Contains(npa.Addresses, a)
 }
 
-// outcomes applies the port's decisions to a packet for one of its frontends.
-func (x *Expecter) outcomes(f Frontend, p trace.Packet) []trace.Outcome {
+// outcomes applies the port's decisions to a packet for one of its frontends, with
+// a mode's documented differences (sem) switched on.
+func (x *Expecter) outcomes(f Frontend, p trace.Packet, sem semantics) []trace.Outcome {
 	port := f.Port
-	switch f.Kind {
-	case HealthCheck:
+	switch {
+	case f.Kind == HealthCheck && sem.healthCheckNeedsNodePortAddress && port.NodePort != 0 && !x.nodePortAddressBeyondLoopback():
+		return verdict(trace.None)
+	case f.Kind == HealthCheck:
 		return verdict(trace.Accept)
-	case ClusterIP:
-		// Off-cluster traffic to a cluster IP is masqueraded (all of it with
-		// masqueradeAll); without a local-traffic detector, none is.
-		masq := x.sm.MasqueradeAll || (x.sm.LocalDetector.Implemented() && !x.fromPod(p))
-		switch port.Internal() {
-		case ir.Reject:
-			return verdict(trace.Reject)
-		case ir.Drop:
-			return verdict(trace.Drop)
-		case ir.ToLocal:
-			return spread(port, port.LocalEndpoints(), p, masq)
-		}
-		return spread(port, port.ClusterEndpoints(), p, masq)
+	case f.Kind == NodePort && p.Dst.IsLoopback() && sem.noLocalhostNodePorts:
+		return verdict(trace.None)
+	case f.Kind == ClusterIP:
+		return x.clusterIP(port, p, sem)
 	}
 	if !port.HasEndpoints {
+		switch {
+		case f.Kind == LoadBalancerIP && port.HasSourceRanges() && sem.firewallWithoutEndpoints &&
+			!x.host.IsLocal(p.Src) && !x.virtual[p.Src] && !x.sourceAllowed(port, f, p.Src):
+			return verdict(trace.Drop)
+		case f.Kind != NodePort && sem.noExternalRejectFromNode && x.host.IsLocal(p.Src) && !x.host.IsLocal(p.Dst):
+			return verdict(trace.None)
+		}
 		return verdict(trace.Reject)
 	}
 	if f.Kind == LoadBalancerIP && port.HasSourceRanges() && !x.sourceAllowed(port, f, p.Src) {
 		return verdict(trace.Drop)
 	}
 	if !port.ExternalPolicyLocal {
-		return spread(port, port.ClusterEndpoints(), p, true)
+		return spread(port, port.ClusterEndpoints(), p, true, sem)
+	}
+	if sem.externalLocalForAll {
+		return x.local(port, p, false, sem)
 	}
 	// externalTrafficPolicy Local: traffic from pods and from the node itself is
 	// short-circuited to every endpoint (the node's is masqueraded, so replies come
 	// back); the rest stays on this node, keeping its source address.
 	switch {
 	case x.sm.LocalDetector.Implemented() && x.fromPod(p):
-		return spread(port, port.ClusterEndpoints(), p, false)
+		return spread(port, port.ClusterEndpoints(), p, false, sem)
 	case x.host.IsLocal(p.Src):
-		return spread(port, port.ClusterEndpoints(), p, true)
-	case port.External() == ir.Drop:
-		return verdict(trace.Drop)
+		return spread(port, port.ClusterEndpoints(), p, true, sem)
 	}
-	return spread(port, port.LocalEndpoints(), p, false)
+	return x.local(port, p, false, sem)
+}
+
+// clusterIP: off-cluster traffic to a cluster IP is masqueraded (all of it with
+// masqueradeAll); without a local-traffic detector, none is.
+func (x *Expecter) clusterIP(port *ir.Port, p trace.Packet, sem semantics) []trace.Outcome {
+	det := x.sm.LocalDetector.Implemented()
+	src := p
+	if sem.nodeConnectsFromClusterIP && x.host.IsLocal(p.Src) {
+		src.Src, src.InIface = port.ClusterIP, ""
+	}
+	masq := x.sm.MasqueradeAll || (det && !x.fromPod(src)) ||
+		(!det && sem.nodeConnectsFromClusterIP && x.host.IsLocal(p.Src))
+	switch port.Internal() {
+	case ir.Reject:
+		return verdict(trace.Reject)
+	case ir.ToCluster:
+		return spread(port, port.ClusterEndpoints(), p, masq, sem)
+	}
+	return x.local(port, p, masq, sem)
+}
+
+// local sends Local-policy traffic to this node's endpoints; without one it is dropped,
+// or, where the mode falls back, sent to the Cluster endpoints (rejected when there
+// are none).
+func (x *Expecter) local(port *ir.Port, p trace.Packet, masq bool, sem semantics) []trace.Outcome {
+	switch {
+	case len(port.Local) > 0:
+		return spread(port, port.LocalEndpoints(), p, masq, sem)
+	case !sem.localFallback:
+		return verdict(trace.Drop)
+	case len(port.Cluster) > 0:
+		return spread(port, port.ClusterEndpoints(), p, masq, sem)
+	}
+	return verdict(trace.Reject)
+}
+
+// nodePortAddressBeyondLoopback: some address other than loopback (and IPv6
+// link-local) takes node ports.
+func (x *Expecter) nodePortAddressBeyondLoopback() bool {
+	ok := func(a netip.Addr) bool { return !a.IsLoopback() && !(a.Is6() && a.IsLinkLocalUnicast()) }
+	if x.sm.NodePorts.MatchAll {
+		return slices.ContainsFunc(x.host.Local, ok)
+	}
+	return slices.ContainsFunc(x.sm.NodePorts.Addresses, ok)
 }
 
 // fromPod is the local-traffic detector's answer for a packet.
@@ -250,8 +309,9 @@ func verdict(v trace.Verdict) []trace.Outcome {
 }
 
 // spread sends the packet to each endpoint with the same chance; an endpoint reaching
-// itself through the Service (hairpin) is always masqueraded.
-func spread(port *ir.Port, eps []ir.Endpoint, p trace.Packet, masq bool) []trace.Outcome {
+// itself through the Service (hairpin) is always masqueraded (where the mode does
+// that only for endpoints on this node, only those).
+func spread(port *ir.Port, eps []ir.Endpoint, p trace.Packet, masq bool, sem semantics) []trace.Outcome {
 	if len(eps) == 0 {
 		return verdict(trace.Drop)
 	}
@@ -261,7 +321,7 @@ func spread(port *ir.Port, eps []ir.Endpoint, p trace.Packet, masq bool) []trace
 			Verdict:     trace.DNAT,
 			Endpoint:    e.String(),
 			Probability: big.NewRat(1, int64(len(eps))),
-			Masquerade:  masq || e.IP == p.Src,
+			Masquerade:  masq || (e.IP == p.Src && (e.Local || !sem.hairpinLocalOnly)),
 			Affinity:    port.AffinitySeconds > 0,
 		}
 	}

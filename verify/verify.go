@@ -143,7 +143,8 @@ func CheckTracer(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster, tr trace.
 }
 
 // Summary is a result's comparable form: each way the packet can end, with its
-// probability, sorted. Masquerade and affinity count only for translated packets.
+// probability, sorted. The endpoint, masquerade and affinity count only for translated
+// packets (a packet dropped after DNAT is dropped).
 //
 //	DNAT 10.0.0.1:80 1/2 masquerade affinity; DNAT 10.0.0.2:80 1/2 masquerade affinity
 func Summary(r *trace.Result) string {
@@ -153,10 +154,8 @@ func Summary(r *trace.Result) string {
 		if k == "" {
 			k = "no-match"
 		}
-		if o.Endpoint != "" {
-			k += " " + o.Endpoint
-		}
 		if o.Verdict == trace.DNAT {
+			k += " " + o.Endpoint
 			if o.Masquerade {
 				k += " masquerade"
 			}

@@ -185,7 +185,7 @@ func TestDifferences(t *testing.T) {
 		}
 	}
 	for _, d := range Differences {
-		if d.Name == "" || len(d.Reason) < 40 || d.adjust == nil {
+		if d.Name == "" || len(d.Reason) < 40 || d.set == nil {
 			t.Errorf("difference %+v: every difference needs a name, a reason and an adjustment", d.Name)
 		}
 	}
