@@ -172,7 +172,7 @@ func (gr *Graph) terminal(o trace.Outcome) *node {
 	}
 	v := string(o.Verdict)
 	if v == "" {
-		v = "no rule decided"
+		return gr.node("verdict none", verdictNode, "no rule decided")
 	}
 	where := ""
 	if len(o.Path) > 0 {
