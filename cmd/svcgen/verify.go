@@ -82,6 +82,13 @@ func runVerify(f *verifyFlags, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err := report.Write(stdout); err != nil {
 		return err
 	}
+	if len(modes) == 0 {
+		for _, m := range []compiler.Mode{compiler.IPTables, compiler.NFTables, compiler.IPVS} {
+			if !slices.Contains(verify.Modes(), m) {
+				fmt.Fprintf(stdout, "%s: not checked (this version of svcgen cannot trace it)\n", m)
+			}
+		}
+	}
 	if !report.OK() {
 		return &exitError{code: exitInput, err: errors.New("")}
 	}
