@@ -11,6 +11,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
+	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
 	"github.com/svcgen/svcgen/load"
@@ -32,15 +33,15 @@ func kernelClusters() int {
 var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts"}
 
 // TestPropertyKernel loads random clusters' rules (every fourth one IPv6, through
-// ip6tables) into network namespaces: iptables mode with both iptables backends, and
-// ipvs mode's sets and companion chains (the kernel here has no IPVS; the virtual
+// ip6tables) into network namespaces: iptables mode with both iptables backends,
+// nftables mode with nft -f, and ipvs mode's sets and companion chains (the kernel here has no IPVS; the virtual
 // servers come from svcgen's own ipvsadm rules). The kernel must accept every ruleset,
-// and the rules it holds, read back with iptables-save and ipset save, must trace to
-// what the service map says for every probe (svcgen verify over the kernel's own
-// text). No traffic is sent.
+// and the rules it holds, read back with iptables-save, nft list ruleset and ipset save,
+// must trace to what the service map says for every probe (svcgen verify over the
+// kernel's own text). No traffic is sent.
 func TestPropertyKernel(t *testing.T) {
 	l := newLab(t)
-	ns, vsns := l.ns("prop"), l.ns("propvs")
+	ns, nftns, vsns := l.ns("prop"), l.ns("propnft"), l.ns("propvs")
 	nfacct := false
 	if _, err := exec.LookPath("nfacct"); err == nil {
 		for _, c := range nfacctCounters {
@@ -92,12 +93,42 @@ func TestPropertyKernel(t *testing.T) {
 				t.Errorf("seed %d, %s-save: %s", seed, backend, d)
 			}
 		}
+		probes += kernelNFT(t, l, nftns, seed, res)
 		if p, ok := kernelIPVS(t, l, vsns, seed, res, xtIPVS); ok {
 			probes += p
 			ipvsLoaded++
 		}
 	}
-	t.Logf("%d random clusters loaded with both iptables backends, %d of them as ipvs sets and chains too (xt_ipvs here: %v), %d probes traced through the kernel's rules", n, ipvsLoaded, xtIPVS, probes)
+	t.Logf("%d random clusters loaded with both iptables backends and nft, %d of them as ipvs sets and chains too (xt_ipvs here: %v), %d probes traced through the kernel's rules", n, ipvsLoaded, xtIPVS, probes)
+}
+
+// kernelNFT loads a cluster's nftables script with nft -f (twice: it must converge),
+// lists the ruleset back, and verifies nftables mode over the kernel's listing; it
+// returns the probes.
+func kernelNFT(t *testing.T, l *lab, ns string, seed uint64, res *pipeline.Result) int {
+	t.Helper()
+	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.NFTables, PreferSameTrafficDistribution: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script bytes.Buffer
+	if err := nft.Write(&script, sm, nft.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 2; run++ {
+		if err := l.feed(ns, script.Bytes(), "nft", "-f", "-"); err != nil {
+			t.Fatalf("seed %d: the kernel refused the nftables script (run %d): %v", seed, run, err)
+		}
+	}
+	tr, err := trace.Open([]trace.File{{Name: "nft list ruleset", Data: []byte(l.in(ns, "nft", "list", "ruleset"))}}, verify.HostOf(sm))
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	mr := verify.CheckTracer(compiler.NFTables, sm, res.Resolved.Cluster, tr)
+	for _, d := range mr.Disagreements {
+		t.Errorf("seed %d, nft list ruleset: %s", seed, d)
+	}
+	return mr.Probes
 }
 
 // kernelIPVS loads a cluster's ipvs sets and companion chains into a namespace, reads

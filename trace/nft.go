@@ -26,6 +26,8 @@ type NFT struct {
 	rules map[*knftables.Rule]*nftRule
 	// elems indexes every set and map: name, then the key's parts joined by " . ".
 	elems map[string]map[string]*knftables.Element
+	// labels names the Service port behind each per-service chain.
+	labels map[string]string
 }
 
 // NewNFT prepares a table for tracing; every rule must be one the tracer can read.
@@ -49,6 +51,7 @@ func NewNFT(st *nft.State, host Host) (*NFT, error) {
 			t.hooks[*c.Obj.Hook] = append(t.hooks[*c.Obj.Hook], c)
 		}
 	}
+	t.labels = nftLabels(st)
 	for hook, chains := range t.hooks {
 		sort.SliceStable(chains, func(i, j int) bool {
 			pi, _ := knftables.ParsePriority(st.Family, string(*chains[i].Obj.Priority))
@@ -96,7 +99,7 @@ func (t *NFT) Trace(p Packet) (*Result, error) {
 		}
 		outs = append(outs, o...)
 	}
-	return &Result{Packet: p, Outcomes: merge(outs)}, nil
+	return &Result{Packet: p, Mode: "nftables", Outcomes: merge(outs)}, nil
 }
 
 func nftVerdictOf(v string) Verdict {
@@ -193,7 +196,7 @@ func (t *NFT) walk(c *nft.Chain, st state, depth int) ([]walkResult, error) {
 				continue
 			}
 			hit := s.fork(big.NewRat(1, 1))
-			hit.path = append(hit.path, Step{Table: t.table, Chain: c.Obj.Name, Rule: ruleText(r)})
+			hit.path = append(hit.path, Step{Table: t.table, Chain: c.Obj.Name, Rule: ruleText(r), Service: t.labels[c.Obj.Name], P: one})
 			res, err := t.apply(pr, hit, depth)
 			if err != nil {
 				return nil, fmt.Errorf("chain %s: %v", c.Obj.Name, err)

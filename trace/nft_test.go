@@ -4,6 +4,7 @@ import (
 	"math/big"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/svcgen/svcgen/emit/nft"
@@ -72,5 +73,51 @@ func TestNFTRuleErrors(t *testing.T) {
 		if _, err := parseNFTRule(rule, "ip"); err == nil {
 			t.Errorf("%q was read; the tracer must refuse rules it does not know", rule)
 		}
+	}
+}
+
+// Per-service chains carry their Service, read from the chain name; endpoint chains
+// carry the endpoint from their dnat rule.
+func TestNFTServiceLabels(t *testing.T) {
+	data, err := os.ReadFile("../emit/nft/testdata/examples.list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := nft.ParseBytes("examples.list", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open([]File{{Name: "examples.list", Data: data}}, Host{Local: []netip.Addr{netip.MustParseAddr("198.18.0.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tr.Trace(Packet{Src: netip.MustParseAddr("198.18.1.250"), Dst: netip.MustParseAddr("198.19.43.152"), DPort: 12345, Proto: "tcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labelled := 0
+	for _, o := range r.Outcomes {
+		for _, s := range o.Path {
+			want := ""
+			switch {
+			case s.Chain == "services":
+			case strings.HasPrefix(s.Chain, "endpoint-"):
+				want = "default/hello-service:http -> " + o.Endpoint
+			case strings.HasPrefix(s.Chain, "service-") && strings.Contains(s.Chain, "/"):
+				want = "default/hello-service:http"
+			default:
+				continue
+			}
+			if s.Service != want {
+				t.Errorf("%s: service %q, want %q", s.Chain, s.Service, want)
+			}
+			labelled++
+		}
+	}
+	if labelled < 4 || r.Mode != "nftables" {
+		t.Errorf("mode %q, %d labelled steps: %+v", r.Mode, labelled, r.Outcomes)
+	}
+	if len(rs.Tables) != 1 {
+		t.Errorf("tables: %v", rs.Tables)
 	}
 }

@@ -9,8 +9,10 @@ import (
 
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
+	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"sigs.k8s.io/knftables"
 )
 
 // Format is the kind of text a ruleset file holds.
@@ -78,8 +80,9 @@ type File struct {
 
 // Open reads ruleset files into a tracer for a node with the given addresses. Each
 // file's format is detected; together they must make up one mode's ruleset: an
-// iptables ruleset (svcgen's output or iptables-save), svcgen's ipvs script, or
-// ipvsadm -Sn with ipset save and iptables-save (or svcgen's split ipvs files).
+// iptables ruleset (svcgen's output or iptables-save), an nftables one (svcgen's
+// script or nft list ruleset), svcgen's ipvs script, or ipvsadm -Sn with ipset save and
+// iptables-save (or svcgen's split ipvs files).
 func Open(files []File, host Host) (Tracer, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no ruleset given")
@@ -117,8 +120,15 @@ func Open(files []File, host Host) (Tracer, error) {
 		return fs[0], true
 	}
 	switch {
+	case len(byFormat) == 1 && len(byFormat[NFTText]) == 1:
+		f := byFormat[NFTText][0]
+		rs, err := nft.ParseBytes(f.Name, f.Data)
+		if err != nil {
+			return nil, err
+		}
+		return nftTracer(rs, host)
 	case len(byFormat[NFTText]) > 0:
-		return nil, fmt.Errorf("%s: nftables rulesets cannot be traced by this version of svcgen (iptables and ipvs can)", byFormat[NFTText][0].Name)
+		return nil, fmt.Errorf("%s: give an nftables ruleset alone", byFormat[NFTText][0].Name)
 	case len(byFormat) == 1 && len(byFormat[ShellScript]) == 1:
 		f := byFormat[ShellScript][0]
 		n, err := ipvsadm.ParseScript(f.Name, bytes.NewReader(f.Data))
@@ -200,9 +210,51 @@ func ForMap(mode string, sm *ir.ServiceMap, host Host) (Tracer, error) {
 			}
 		}
 		return NewIPVS(n, nil, host)
+	case "nftables":
+		var b bytes.Buffer
+		if err := nft.Write(&b, sm, nft.Options{}); err != nil {
+			return nil, fmt.Errorf("writing nftables rules: %w", err)
+		}
+		rs, err := nft.ParseBytes("nftables rules", b.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("reading back nftables rules: %w", err)
+		}
+		return nftTracer(rs, host)
 	}
 	return nil, fmt.Errorf("mode %s: svcgen cannot trace it in this version (it traces %s)", mode, strings.Join(MapModes, ", "))
 }
 
 // MapModes are the modes ForMap traces.
-var MapModes = []string{"iptables", "ipvs"}
+var MapModes = []string{"iptables", "nftables", "ipvs"}
+
+// nftTracer traces every kube-proxy table of a ruleset, each packet through the table
+// of its family.
+func nftTracer(rs *nft.Ruleset, host Host) (Tracer, error) {
+	ft := familyTracer{}
+	for family, st := range rs.Tables {
+		t, err := NewNFT(st, host)
+		if err != nil {
+			return nil, err
+		}
+		if family == knftables.IPv6Family {
+			ft.v6 = t
+		} else {
+			ft.v4 = t
+		}
+	}
+	return ft, nil
+}
+
+// familyTracer sends each packet to the tracer of its family.
+type familyTracer struct{ v4, v6 Tracer }
+
+func (f familyTracer) Trace(p Packet) (*Result, error) {
+	t := f.v4
+	if p.Dst.Is6() {
+		t = f.v6
+	}
+	if t == nil {
+		return nil, fmt.Errorf("the ruleset has no kube-proxy table for %s", p.Dst)
+	}
+	return t.Trace(p)
+}

@@ -16,6 +16,7 @@ type backend struct {
 
 var backends = []backend{
 	{compiler.IPTables, mapTracer(compiler.IPTables)},
+	{compiler.NFTables, mapTracer(compiler.NFTables)},
 	{compiler.IPVS, mapTracer(compiler.IPVS)},
 }
 

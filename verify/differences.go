@@ -29,6 +29,9 @@ type semantics struct {
 	healthCheckNeedsNodePortAddress bool
 	hairpinLocalOnly                bool
 	firewallWithoutEndpoints        bool
+	firewallAlways                  bool
+	noHealthCheckRules              bool
+	clusterIPsCheck                 bool
 }
 
 // Differences is every documented difference, in one place.
@@ -42,6 +45,41 @@ var Differences = []Difference{
 			"the node itself opens to such an address that is not one of the node's own " +
 			"passes unchanged instead of being refused.",
 		set: func(s *semantics) { s.noExternalRejectFromNode = true },
+	},
+	{
+		Mode: compiler.NFTables,
+		Name: "no node ports on localhost",
+		Reason: "nftables mode matches node ports on the node's addresses but not on loopback " +
+			"(pkg/proxy/nftables/proxier.go: the match-all rule adds \"ip daddr != 127.0.0.0/8\" " +
+			"and nodeport-ips leaves loopback out), so 127.0.0.1:NODEPORT reaches no Service; " +
+			"iptables mode serves it with localhostNodePorts.",
+		set: func(s *semantics) { s.noLocalhostNodePorts = true },
+	},
+	{
+		Mode: compiler.NFTables,
+		Name: "loadBalancerSourceRanges apply to Services without endpoints",
+		Reason: "nftables mode fills firewall-ips for every load-balancer IP with source ranges " +
+			"whatever the endpoints, and checks it before DNAT for traffic from the network " +
+			"and from the node alike (firewall-check, from filter-prerouting-pre-dnat and " +
+			"filter-output-pre-dnat), so a source the ranges do not allow is dropped even " +
+			"when the Service has no endpoints; iptables mode rejects it.",
+		set: func(s *semantics) { s.firewallAlways = true },
+	},
+	{
+		Mode: compiler.NFTables,
+		Name: "no rule for health-check node ports",
+		Reason: "nftables mode writes nothing for healthCheckNodePort (kube-proxy's table has " +
+			"no filter policy to open it against), so a packet to it passes through no rule; " +
+			"iptables mode accepts it in filter KUBE-NODEPORTS.",
+		set: func(s *semantics) { s.noHealthCheckRules = true },
+	},
+	{
+		Mode: compiler.NFTables,
+		Name: "other ports of cluster IPs are rejected, unallocated cluster IPs dropped",
+		Reason: "nftables mode rejects traffic to a cluster IP on a port no Service has and " +
+			"drops traffic to addresses of the ServiceCIDRs that no Service holds " +
+			"(cluster-ips-check); iptables mode lets both pass unchanged.",
+		set: func(s *semantics) { s.clusterIPsCheck = true },
 	},
 	{
 		Mode: compiler.IPVS,

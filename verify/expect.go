@@ -70,8 +70,8 @@ type Expecter struct {
 	vips map[vipKey]Frontend
 	// nodePorts and health are listed in map order, matched by port and protocol.
 	nodePorts, health map[portKey]Frontend
-	// virtual are the cluster, external and load-balancer IPs.
-	virtual map[netip.Addr]bool
+	// virtual are the cluster, external and load-balancer IPs; clusterIPs the first.
+	virtual, clusterIPs map[netip.Addr]bool
 }
 
 type vipKey struct {
@@ -86,10 +86,11 @@ type portKey struct {
 
 // NewExpecter indexes a service map's frontends.
 func NewExpecter(sm *ir.ServiceMap, host trace.Host) *Expecter {
-	x := &Expecter{sm: sm, host: host, vips: map[vipKey]Frontend{}, nodePorts: map[portKey]Frontend{}, health: map[portKey]Frontend{}, virtual: map[netip.Addr]bool{}}
+	x := &Expecter{sm: sm, host: host, vips: map[vipKey]Frontend{}, nodePorts: map[portKey]Frontend{}, health: map[portKey]Frontend{}, virtual: map[netip.Addr]bool{}, clusterIPs: map[netip.Addr]bool{}}
 	for _, s := range sm.Services {
 		for _, p := range s.Ports {
 			f := Frontend{Service: s, Port: p}
+			x.clusterIPs[p.ClusterIP] = true
 			add := func(k Kind, a netip.Addr) {
 				x.virtual[a] = true
 				key := vipKey{netip.AddrPortFrom(a, p.Port), p.Protocol}
@@ -149,7 +150,15 @@ func (x *Expecter) ExpectMode(m compiler.Mode, p trace.Packet) (res *trace.Resul
 func (x *Expecter) expect(p trace.Packet, sem semantics) *trace.Result {
 	res := &trace.Result{Packet: p, Mode: "service map"}
 	f, ok := x.frontend(p)
-	if !ok {
+	switch {
+	case ok:
+	case sem.clusterIPsCheck && x.clusterIPs[p.Dst]:
+		res.Outcomes = verdict(trace.Reject)
+		return res
+	case sem.clusterIPsCheck && slices.ContainsFunc(x.sm.ServiceCIDRs, func(c netip.Prefix) bool { return c.Contains(p.Dst) }):
+		res.Outcomes = verdict(trace.Drop)
+		return res
+	default:
 		res.Outcomes = verdict(trace.None)
 		return res
 	}
@@ -197,6 +206,8 @@ func (x *Expecter) outcomes(f Frontend, p trace.Packet, sem semantics) []trace.O
 	switch {
 	case f.Kind == HealthCheck && sem.healthCheckNeedsNodePortAddress && port.NodePort != 0 && !x.nodePortAddressBeyondLoopback():
 		return verdict(trace.None)
+	case f.Kind == HealthCheck && sem.noHealthCheckRules:
+		return verdict(trace.None)
 	case f.Kind == HealthCheck:
 		return verdict(trace.Accept)
 	case f.Kind == NodePort && p.Dst.IsLoopback() && sem.noLocalhostNodePorts:
@@ -206,8 +217,8 @@ func (x *Expecter) outcomes(f Frontend, p trace.Packet, sem semantics) []trace.O
 	}
 	if !port.HasEndpoints {
 		switch {
-		case f.Kind == LoadBalancerIP && port.HasSourceRanges() && sem.firewallWithoutEndpoints &&
-			!x.host.IsLocal(p.Src) && !x.virtual[p.Src] && !x.sourceAllowed(port, f, p.Src):
+		case f.Kind == LoadBalancerIP && port.HasSourceRanges() && !x.sourceAllowed(port, f, p.Src) &&
+			(sem.firewallAlways || (sem.firewallWithoutEndpoints && !x.host.IsLocal(p.Src) && !x.virtual[p.Src])):
 			return verdict(trace.Drop)
 		case f.Kind != NodePort && sem.noExternalRejectFromNode && x.host.IsLocal(p.Src) && !x.host.IsLocal(p.Dst):
 			return verdict(trace.None)
