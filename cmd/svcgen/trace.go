@@ -37,8 +37,11 @@ fractions, whether it is masqueraded, whether session affinity records the clien
 or the verdict (REJECT, DROP, ACCEPT, or no rule decided).
 
 The rules come from manifests (-f, compiled on the fly for the mode of -m or the
-configuration) or from a ruleset file (--rules: svcgen compile output or iptables-save
-of a node; the format is detected).
+configuration) or from ruleset files (--rules, the format detected): svcgen's iptables
+output or iptables-save; svcgen's nftables script or nft list ruleset; svcgen's ipvs
+script; or a node's ipvsadm -Sn, ipset save and iptables-save output, each with its
+own --rules. In ipvs mode the packet goes through the companion chains, IPVS (each
+real server takes its weight's share of new connections) and POSTROUTING.
 
 With manifests, svcgen knows the node's addresses and places the source: the node
 itself (the packet starts in nat OUTPUT), a pod on this node (it arrives on a pod
@@ -46,10 +49,14 @@ interface, named to match an interface-based local-traffic detector), a pod on a
 node, or another host. With --rules it knows only what the flags say: --from-node
 (the source is the node's own address), --to-local (the destination is one of the
 node's addresses, as a NodePort's is) and --in-iface.`,
-		Example: `  svcgen trace -f examples/ --src 198.18.1.250 --dst 198.19.0.10:12345
-  svcgen trace -f examples/ --src 198.18.0.100 --dst 198.18.0.1:30080 -o json
-  svcgen compile -f examples/ > rules.txt && svcgen trace --rules rules.txt --src 10.0.0.9 --dst 198.19.0.10:12345
-  iptables-save | svcgen trace --rules - --src 203.0.113.9 --dst 192.168.0.2:30080 --to-local`,
+		Example: `  # A pod on node1 to HelloService's ClusterIP (allocated from the example ServiceCIDR):
+  svcgen trace -f examples/ --src 198.18.1.250 --dst 198.19.43.152:12345
+  svcgen trace -f examples/ -m ipvs --src 198.18.0.100 --dst 198.18.0.1:32266 -o json
+  svcgen compile -f examples/ > rules.txt && svcgen trace --rules rules.txt --src 198.18.1.250 --dst 198.19.43.152:12345
+  iptables-save | svcgen trace --rules - --src 203.0.113.9 --dst 192.168.0.2:30080 --to-local
+  nft list ruleset | svcgen trace --rules - --src 10.0.0.9 --dst 10.96.0.10:80
+  svcgen trace --rules vs.txt --rules sets.txt --rules ipt.txt --src 10.0.0.9 --dst 10.96.0.10:80
+      # vs.txt, sets.txt, ipt.txt: ipvsadm -Sn, ipset save and iptables-save of the node`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTrace(f, stdin, stdout, stderr)
@@ -57,7 +64,7 @@ node's addresses, as a NodePort's is) and --in-iface.`,
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
-	fl.StringArrayVar(&f.rules, "rules", nil, "trace this ruleset instead of compiling manifests (svcgen output or iptables-save; - for stdin)")
+	fl.StringArrayVar(&f.rules, "rules", nil, "trace this ruleset instead of compiling manifests (iptables-save, nft list ruleset, svcgen output; for ipvs, ipvsadm -Sn, ipset save and iptables-save as three --rules; - for stdin)")
 	fl.StringVar(&f.src, "src", "", "source address of the packet")
 	fl.StringVar(&f.dst, "dst", "", "destination address and port of the packet (IP:PORT, [IPv6]:PORT)")
 	fl.StringVar(&f.proto, "proto", "tcp", "protocol: tcp, udp or sctp")
