@@ -28,6 +28,8 @@ type NFT struct {
 	elems map[string]map[string]*knftables.Element
 	// labels names the Service port behind each per-service chain.
 	labels map[string]string
+	// prefixes holds the elements of each set that are prefixes, parsed once.
+	prefixes map[string][]netip.Prefix
 }
 
 // NewNFT prepares a table for tracing; every rule must be one the tracer can read.
@@ -38,7 +40,7 @@ func NewNFT(st *nft.State, host Host) (*NFT, error) {
 	}
 	t := &NFT{st: st, host: host, table: string(st.Family) + " kube-proxy",
 		hooks: map[knftables.BaseChainHook][]*nft.Chain{}, rules: map[*knftables.Rule]*nftRule{},
-		elems: map[string]map[string]*knftables.Element{}}
+		elems: map[string]map[string]*knftables.Element{}, prefixes: map[string][]netip.Prefix{}}
 	for _, c := range st.Chains {
 		for _, r := range c.Rules {
 			pr, err := parseNFTRule(r.Rule, ipX)
@@ -67,7 +69,11 @@ func NewNFT(st *nft.State, host Host) (*NFT, error) {
 		for name, c := range cs {
 			idx := map[string]*knftables.Element{}
 			for _, e := range c.Elements {
-				idx[strings.Join(e.Key, " . ")] = e
+				k := strings.Join(e.Key, " . ")
+				idx[k] = e
+				if p, err := netip.ParsePrefix(k); err == nil {
+					t.prefixes[name] = append(t.prefixes[name], p)
+				}
 			}
 			t.elems[name] = idx
 		}
@@ -374,12 +380,11 @@ func (t *NFT) field(f string, st state) netip.Addr {
 
 // inSet looks an address up in a named set; a set of prefixes matches by containment.
 func (t *NFT) inSet(name string, a netip.Addr) bool {
-	idx := t.elems[name]
-	if idx[a.String()] != nil {
+	if t.elems[name][a.String()] != nil {
 		return true
 	}
-	for k := range idx {
-		if p, err := netip.ParsePrefix(k); err == nil && p.Contains(a) {
+	for _, p := range t.prefixes[name] {
+		if p.Contains(a) {
 			return true
 		}
 	}
