@@ -170,18 +170,29 @@ func TestDifferences(t *testing.T) {
 	sm := compileMap(t, c)
 	l := NewLocator(sm, c)
 	for _, tc := range []struct {
+		mode     compiler.Mode
 		src, dst string
 		want     string
-		applied  bool
+		applied  string // the one difference that applies, "" for none
 	}{
-		{"192.168.0.2", "1.2.3.4:80", "no-match 1", true},
-		{"198.51.100.1", "1.2.3.4:80", "REJECT 1", false},
-		{"192.168.0.2", "172.30.0.12:80", "REJECT 1", false},
+		{compiler.IPTables, "192.168.0.2", "1.2.3.4:80", "no-match 1", "no reject for the node's own traffic to external IPs without endpoints"},
+		{compiler.IPTables, "198.51.100.1", "1.2.3.4:80", "REJECT 1", ""},
+		{compiler.IPTables, "192.168.0.2", "172.30.0.12:80", "REJECT 1", ""},
+		{compiler.NFTables, "192.168.0.2", "1.2.3.4:80", "REJECT 1", ""},
+		{compiler.NFTables, "10.1.0.9", "172.30.0.10:81", "REJECT 1", "other ports of cluster IPs are rejected, unallocated cluster IPs dropped"},
+		{compiler.NFTables, "198.51.100.1", "192.168.0.2:30999", "no-match 1", "no rule for health-check node ports"},
+		// db has internalTrafficPolicy Local, no local endpoint, no Cluster set: DROP,
+		// and in ipvs mode a virtual server without real servers.
+		{compiler.IPTables, "10.1.0.9", "172.30.0.11:5432", "DROP 1", ""},
+		{compiler.IPVS, "10.1.0.9", "172.30.0.11:5432", "REJECT 1", "Local traffic policy falls back to every endpoint"},
+		// web's node port from a pod: every endpoint (short-circuit), or in ipvs mode
+		// only this node's.
+		{compiler.IPVS, "10.2.0.9", "192.168.0.2:30080", "DNAT 1 10.1.0.5:8080", "externalTrafficPolicy Local holds for pods and the node too"},
 	} {
 		p, _ := l.Packet(netip.MustParseAddr(tc.src), netip.MustParseAddrPort(tc.dst), "tcp")
-		res, applied := ExpectMode(compiler.IPTables, sm, l.Host(), p)
-		if got := Summary(res); got != tc.want || (len(applied) > 0) != tc.applied {
-			t.Errorf("%s -> %s: %s (applied %v), want %s (applied %v)", tc.src, tc.dst, got, applied, tc.want, tc.applied)
+		res, applied := ExpectMode(tc.mode, sm, l.Host(), p)
+		if got := Summary(res); got != tc.want || strings.Join(applied, "; ") != tc.applied {
+			t.Errorf("%s: %s -> %s: %s (applied %q), want %s (applied %q)", tc.mode, tc.src, tc.dst, got, applied, tc.want, tc.applied)
 		}
 	}
 	for _, d := range Differences {
