@@ -60,6 +60,13 @@ type Options struct {
 	// FullSync (with Previous) rewrites every service's chains, as kube-proxy's full
 	// sync does, while still deleting the chains no Service uses any more.
 	FullSync bool
+	// EnsureJumps (with Previous) also inserts kube-proxy's jumps from the built-in
+	// chains into its chains where Previous lacks them, and deletes extra copies, in the
+	// same blocks as the chains: what kube-proxy does with EnsureRule before restoring.
+	EnsureJumps bool
+	// MaxChains (with Previous), when more than zero, stages a restore with more chain
+	// and -X lines than this into blocks of at most this many (see stage.go).
+	MaxChains int
 }
 
 // Fixed chains kube-proxy declares on every sync, in its order.
@@ -208,8 +215,7 @@ func (e *emitter) writeFilter(b *lineBuf, f Format) {
 func (e *emitter) filterRules(b *lineBuf) {
 	if e.firewallChain() {
 		b.start(chainFirewall)
-		b.comment("block incoming localnet connections")
-		b.w("-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
+		localhostBlock(b)
 		b.end()
 	}
 	for _, ports := range e.plans {
@@ -218,6 +224,13 @@ func (e *emitter) filterRules(b *lineBuf) {
 		}
 	}
 	e.forwardRules(b)
+}
+
+// localhostBlock writes KUBE-FIREWALL's one rule (kubelet writes the same): packets to
+// 127.0.0.0/8 from elsewhere are dropped unless they belong to a connection.
+func localhostBlock(b *lineBuf) {
+	b.comment("block incoming localnet connections")
+	b.w("-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8", "-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 }
 
 func (e *emitter) forwardRules(b *lineBuf) {

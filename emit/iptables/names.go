@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -92,4 +93,33 @@ func (c *probabilities) get(n int) string {
 		*c = append(*c, fmt.Sprintf("%0.10f", 1.0/float64(k)))
 	}
 	return (*c)[n]
+}
+
+// kubeProxyChains are the fixed chains kube-proxy makes in any mode (iptables and ipvs,
+// this version and older ones), in any table: what cleanup removes, with every
+// per-service chain (cleanupPrefixes).
+var kubeProxyChains = []string{
+	chainServices, chainExternalServices, chainForward, chainNodePorts, chainProxyFirewall,
+	chainPostrouting, chainMarkMasq, "KUBE-PROXY-CANARY",
+	// ipvs mode
+	"KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-SOURCE-RANGES-FIREWALL",
+	"KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER",
+}
+
+// cleanupPrefixes name per-service chains, with KUBE-XLB- of kube-proxy before 1.24.
+var cleanupPrefixes = []string{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixSEP, "KUBE-XLB-"}
+
+// IsKubeProxyChain reports a chain that kube-proxy (or svcgen) made in some mode and
+// that cleanup removes. KUBE-FIREWALL is kubelet's as well and is judged by its rules
+// (see Cleaned).
+func IsKubeProxyChain(name string) bool {
+	if slices.Contains(kubeProxyChains, name) {
+		return true
+	}
+	for _, p := range cleanupPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }

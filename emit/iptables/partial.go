@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"slices"
 )
 
 // writePartial writes what kube-proxy's partial sync writes against the ruleset now on
@@ -17,21 +18,32 @@ import (
 //
 // With opts.Minimal, fixed chains whose rules did not change are left out too (the
 // filter chains, KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING, KUBE-MARK-MASQ).
+// With opts.EnsureJumps, the jumps from built-in chains are added where missing. With
+// opts.MaxChains, a big restore is staged (stage.go).
 func (e *emitter) writePartial(out io.Writer, opts Options) error {
 	prevNat := opts.Previous.Table("nat")
 	prevFilter := opts.Previous.Table("filter")
 
-	var filterDecls, filterRules lineBuf
+	var filterDecls, filterRules, filterJumps lineBuf
 	for _, c := range e.filterChains() {
 		filterDecls.chainLine(c, "-")
 	}
 	e.filterRules(&filterRules)
 
-	var natDecls, natRules, svcDecls, svcRules, scratchDecls, scratchRules lineBuf
+	var natDecls, natRules, natJumps lineBuf
 	for _, c := range natFixedChains {
 		natDecls.chainLine(c, "-")
 	}
 	e.natFixedRules(&natRules)
+	if opts.EnsureJumps {
+		e.jumpEdits(prevFilter, "filter", e.filterChains(), &filterJumps)
+		e.jumpEdits(prevNat, "nat", natFixedChains, &natJumps)
+	}
+
+	// The chains of changed services, one group per service.
+	var svcDecls, svcRules, scratchDecls, scratchRules lineBuf
+	type bound struct{ decls, rules, chains int }
+	var groups []bound
 	active := map[string]bool{}
 	scratchChains := map[string][]string{}
 	for _, ports := range e.plans {
@@ -48,14 +60,14 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 		if opts.FullSync || !sameChains(prevNat, &scratchDecls, &scratchRules, scratchChains) {
 			svcDecls.append(&scratchDecls)
 			svcRules.append(&scratchRules)
+			groups = append(groups, bound{len(svcDecls.buf), len(svcRules.buf), scratchDecls.lines})
 		}
 	}
-	var staleDecls, staleRules lineBuf
+	var stale []string
 	if prevNat != nil {
 		for _, c := range prevNat.Chains {
 			if IsServiceChain(c.Name) && !active[c.Name] {
-				staleDecls.chainLine(c.Name, "-")
-				staleRules.line("-X", c.Name)
+				stale = append(stale, c.Name)
 			}
 		}
 	}
@@ -71,13 +83,80 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 
 	bw := bufio.NewWriterSize(out, flushSize)
 	b := &lineBuf{out: bw}
-	writeTable(b, "filter", keepFilter, opts.Minimal, &filterDecls, &filterRules)
-	writeTable(b, "nat", keepNat, opts.Minimal, &natDecls, &svcDecls, &staleDecls, &natRules, &svcRules, &staleRules, &tail)
+	if opts.MaxChains > 0 && natDecls.lines+svcDecls.lines+2*len(stale) > opts.MaxChains {
+		// Staged: service chains first, then the switch-over, then deletions.
+		st := &stager{max: opts.MaxChains, b: b}
+		var missing lineBuf
+		for _, c := range natFixedChains {
+			if prevNat.Chain(c) == nil {
+				missing.chainLine(c, "-")
+			}
+		}
+		st.add("nat", &group{decls: missing.buf, chains: missing.lines})
+		d, r := 0, 0
+		for _, g := range groups {
+			st.add("nat", &group{decls: svcDecls.buf[d:g.decls], rules: svcRules.buf[r:g.rules], chains: g.chains})
+			d, r = g.decls, g.rules
+		}
+		st.flush()
+		writeTable(b, "filter", keepFilter, opts.Minimal, &filterDecls, &filterJumps, &filterRules)
+		writeTable(b, "nat", keepNat, opts.Minimal, &natDecls, &natJumps, &natRules, &tail)
+		for _, c := range deleteOrder(prevNat, stale) {
+			var decl, del lineBuf
+			decl.chainLine(c, "-")
+			del.line("-X", c)
+			st.add("nat", &group{decls: decl.buf, rules: del.buf, chains: 2})
+		}
+		st.flush()
+	} else {
+		var staleDecls, staleRules lineBuf
+		for _, c := range stale {
+			staleDecls.chainLine(c, "-")
+			staleRules.line("-X", c)
+		}
+		writeTable(b, "filter", keepFilter, opts.Minimal, &filterDecls, &filterJumps, &filterRules)
+		writeTable(b, "nat", keepNat, opts.Minimal, &natDecls, &svcDecls, &staleDecls, &natJumps, &natRules, &svcRules, &staleRules, &tail)
+	}
 	b.flush()
 	if b.err != nil {
 		return b.err
 	}
 	return bw.Flush()
+}
+
+// jumpEdits writes the edits that give the built-in chains of a table kube-proxy's jumps
+// into ours (the payload's chains) once each: a missing jump is inserted at position 1,
+// in the order kube-proxy ensures them (so a fresh node lists them as kube-proxy's
+// does), and copies of one jump are deleted. Everything else in a built-in chain stays.
+func (e *emitter) jumpEdits(prev *Table, table string, ours []string, b *lineBuf) {
+	for _, j := range jumpRules {
+		if j.table != table || !slices.Contains(ours, j.to) {
+			continue
+		}
+		args := j.args()
+		n := 0
+		if c := prev.Chain(j.from); c != nil {
+			key := RuleKey(args)
+			for _, r := range c.Rules {
+				if ruleTarget(r.Args) == j.to && RuleKey(r.Args) == key {
+					n++
+				}
+			}
+		}
+		switch {
+		case n == 0:
+			b.op("-I", j.from)
+			b.w("1")
+			writeArgs(b, args)
+			b.end()
+		case n > 1:
+			for ; n > 1; n-- {
+				b.op("-D", j.from)
+				writeArgs(b, args)
+				b.end()
+			}
+		}
+	}
 }
 
 // keepAll keeps every line.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -76,6 +78,9 @@ func (t *Table) chain(name string) *Chain {
 		return c
 	}
 	c := &Chain{Name: name, Policy: "-"}
+	if IsBuiltin(t.Name, name) {
+		c.Policy = "ACCEPT" // the policy of a table the kernel has just made
+	}
 	t.Chains = append(t.Chains, c)
 	t.index[name] = c
 	return c
@@ -91,23 +96,13 @@ type ParseError struct {
 func (e *ParseError) Error() string { return fmt.Sprintf("%s: line %d: %s", e.Name, e.Line, e.Msg) }
 
 // Parse reads iptables-restore input or iptables-save output. name is used in errors.
+// -X lines are recorded in Table.Deleted, so a payload can be written back as it was.
 func Parse(name string, r io.Reader) (*Ruleset, error) {
-	// One string for the whole text: rules keep pieces of it, not a copy a line.
-	var text strings.Builder
-	if _, err := io.Copy(&text, r); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	rs := &Ruleset{}
+	if err := rs.restore(name, r, true); err != nil {
+		return nil, err
 	}
-	p := &parser{name: name, rs: &Ruleset{}}
-	for line := range strings.Lines(text.String()) {
-		p.line++
-		if err := p.parseLine(strings.TrimSpace(line)); err != nil {
-			return nil, err
-		}
-	}
-	if p.table != nil {
-		return nil, p.errorf("table %s has no COMMIT", p.table.Name)
-	}
-	return p.rs, nil
+	return rs, nil
 }
 
 // ParseBytes is Parse over a byte slice.
@@ -115,11 +110,41 @@ func ParseBytes(name string, data []byte) (*Ruleset, error) {
 	return Parse(name, bytes.NewReader(data))
 }
 
+// Restore changes the ruleset as "iptables-restore --noflush" changes the kernel's: a
+// chain line creates a chain or flushes an existing user chain (a built-in chain keeps
+// its rules), -A, -I and -D edit a chain, -X deletes one, and tables and chains the
+// payload does not name stay as they are. It keeps a model of the kernel's tables up
+// to date without reading them back. On error the ruleset may be half changed, as a
+// table of the kernel is not (callers restore into a copy, or rebuild).
+func (rs *Ruleset) Restore(name string, r io.Reader) error {
+	return rs.restore(name, r, false)
+}
+
+func (rs *Ruleset) restore(name string, r io.Reader, recordDeleted bool) error {
+	// One string for the whole text: rules keep pieces of it, not a copy a line.
+	var text strings.Builder
+	if _, err := io.Copy(&text, r); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	p := &parser{name: name, rs: rs, recordDeleted: recordDeleted}
+	for line := range strings.Lines(text.String()) {
+		p.line++
+		if err := p.parseLine(strings.TrimSpace(line)); err != nil {
+			return err
+		}
+	}
+	if p.table != nil {
+		return p.errorf("table %s has no COMMIT", p.table.Name)
+	}
+	return nil
+}
+
 type parser struct {
-	name  string
-	line  int
-	rs    *Ruleset
-	table *Table
+	name          string
+	line          int
+	rs            *Ruleset
+	table         *Table
+	recordDeleted bool
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -134,8 +159,13 @@ func (p *parser) parseLine(l string) error {
 		if p.table != nil {
 			return p.errorf("table %s starts before %s has its COMMIT", l[1:], p.table.Name)
 		}
-		p.table = &Table{Name: l[1:], index: map[string]*Chain{}}
-		p.rs.Tables = append(p.rs.Tables, p.table)
+		p.table = p.rs.Table(l[1:])
+		if p.table == nil {
+			p.table = &Table{Name: l[1:], index: map[string]*Chain{}}
+			p.rs.Tables = append(p.rs.Tables, p.table)
+		} else if p.table.index == nil {
+			Reindex(&Ruleset{Tables: []*Table{p.table}})
+		}
 		return nil
 	}
 	if p.table == nil {
@@ -155,6 +185,8 @@ func (p *parser) parseLine(l string) error {
 	return p.command(words)
 }
 
+// chainLine reads ":NAME POLICY [counters]". It flushes a user chain; a built-in
+// chain (one with a policy) only takes the policy, as iptables-restore --noflush does.
 func (p *parser) chainLine(l string) error {
 	f := strings.Fields(l[1:])
 	if len(f) < 2 || f[0] == "" {
@@ -163,7 +195,9 @@ func (p *parser) chainLine(l string) error {
 	c := p.table.chain(f[0])
 	c.Policy = f[1]
 	c.Declared = true
-	c.Rules = nil // a chain line flushes the chain
+	if f[1] == "-" {
+		c.Rules = nil
+	}
 	return nil
 }
 
@@ -177,23 +211,62 @@ func (p *parser) command(words []string) error {
 		c := p.table.chain(name)
 		c.Rules = append(c.Rules, Rule{Chain: name, Args: words[2:], Line: p.line})
 	case "-I", "--insert":
-		args := words[2:]
+		args, pos := words[2:], 1
 		if len(args) > 0 && isNumber(args[0]) {
-			args = args[1:] // only position 1 is used by the tools svcgen talks to
+			pos, _ = strconv.Atoi(args[0])
+			args = args[1:]
 		}
 		c := p.table.chain(name)
-		c.Rules = append([]Rule{{Chain: name, Args: args, Line: p.line}}, c.Rules...)
+		if pos < 1 || pos > len(c.Rules)+1 {
+			return p.errorf("-I %s %d: the chain has %d rules", name, pos, len(c.Rules))
+		}
+		c.Rules = slices.Insert(c.Rules, pos-1, Rule{Chain: name, Args: args, Line: p.line})
+	case "-D", "--delete":
+		c := p.table.Chain(name)
+		i := -1
+		switch {
+		case c == nil:
+		case len(words) == 3 && isNumber(words[2]):
+			if n, _ := strconv.Atoi(words[2]); n >= 1 && n <= len(c.Rules) {
+				i = n - 1
+			}
+		default:
+			i = c.find(words[2:])
+		}
+		if i < 0 {
+			return p.errorf("-D %s: no such rule: %s", name, strings.Join(words[2:], " "))
+		}
+		c.Rules = slices.Delete(c.Rules, i, i+1)
 	case "-N", "--new-chain":
 		p.table.chain(name).Declared = true
 	case "-F", "--flush":
 		p.table.chain(name).Rules = nil
 	case "-X", "--delete-chain":
-		p.table.Deleted = append(p.table.Deleted, name)
+		if p.recordDeleted {
+			p.table.Deleted = append(p.table.Deleted, name)
+		}
 		p.table.remove(name)
 	default:
 		return p.errorf("unsupported command %q", op)
 	}
 	return nil
+}
+
+// find returns the index of the first rule with these words (or another spelling of
+// them, as iptables -D compares rules by meaning), or -1.
+func (c *Chain) find(args []string) int {
+	for i, r := range c.Rules {
+		if equalWords(r.Args, args) {
+			return i
+		}
+	}
+	key := RuleKey(args)
+	for i, r := range c.Rules {
+		if RuleKey(r.Args) == key {
+			return i
+		}
+	}
+	return -1
 }
 
 func (t *Table) remove(name string) {

@@ -35,8 +35,12 @@ func (b *lineBuf) line(words ...string) {
 }
 
 // start begins a rule line: "-A chain".
-func (b *lineBuf) start(chain string) {
-	b.buf = append(b.buf, "-A "...)
+func (b *lineBuf) start(chain string) { b.op("-A", chain) }
+
+// op begins a command line on a chain: "-I chain", "-D chain".
+func (b *lineBuf) op(op, chain string) {
+	b.buf = append(b.buf, op...)
+	b.buf = append(b.buf, ' ')
 	b.buf = append(b.buf, chain...)
 }
 

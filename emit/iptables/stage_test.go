@@ -1,0 +1,371 @@
+package iptables
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/ruleview"
+)
+
+// genMap compiles a generated cluster.
+func genMap(t testing.TB, services, endpoints int, seed uint64) *ir.ServiceMap {
+	t.Helper()
+	var b bytes.Buffer
+	if err := gen.Write(&b, gen.Options{Services: services, Endpoints: endpoints, Seed: seed}); err != nil {
+		t.Fatal(err)
+	}
+	l := &load.Loader{}
+	l.Bytes("gen.yaml", b.Bytes())
+	if err := l.Errors.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Map
+}
+
+// without returns the map without every n-th service, and with one endpoint moved in
+// every m-th one: a realistic next state.
+func without(sm *ir.ServiceMap, n, m int) *ir.ServiceMap {
+	out := *sm
+	out.Services = nil
+	for i, s := range sm.Services {
+		if i%n == 0 {
+			continue
+		}
+		if i%m == 0 {
+			c := *s
+			c.Ports = nil
+			for _, p := range s.Ports {
+				pc := *p
+				pc.Endpoints = append([]ir.Endpoint(nil), p.Endpoints...)
+				if len(pc.Endpoints) > 0 {
+					pc.Endpoints[0].Port++
+				}
+				c.Ports = append(c.Ports, &pc)
+			}
+			s = &c
+		}
+		out.Services = append(out.Services, s)
+	}
+	return &out
+}
+
+// otherTool is another program's chains and rules, which must survive.
+const otherTool = `*nat
+:OTHER-TOOL - [0:0]
+-A OTHER-TOOL -d 198.18.9.9/32 -j RETURN
+-A PREROUTING -j OTHER-TOOL
+COMMIT
+*filter
+-A INPUT -s 198.18.7.7/32 -j ACCEPT
+COMMIT
+`
+
+func mustParse(t testing.TB, text string) *Ruleset {
+	t.Helper()
+	rs, err := ParseBytes("test", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func write(t testing.TB, sm *ir.ServiceMap, opts Options) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Write(&b, sm, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// restoreBlocks restores a payload block by block onto a copy of rs, checking after
+// every block that no rule jumps to a chain that is not there: each block boundary of
+// a staged restore is a state the kernel holds for a while.
+func restoreBlocks(t *testing.T, rs *Ruleset, payload []byte, maxChains int) *Ruleset {
+	t.Helper()
+	out := rs.Clone()
+	start := 0
+	for i, end := range Blocks(payload) {
+		block := []byte(strings.Join(strings.Split(string(payload), "\n")[start:end], "\n") + "\n")
+		start = end
+		// (The generated service ports have a few chains each, far fewer than a block.)
+		if c := CountLines(block); maxChains > 0 && c.Chains > maxChains {
+			t.Errorf("block %d has %d chain lines; the limit is %d", i+1, c.Chains, maxChains)
+		}
+		if err := out.Restore(fmt.Sprintf("block %d", i+1), bytes.NewReader(block)); err != nil {
+			t.Fatal(err)
+		}
+		if err := danglingJumps(out); err != nil {
+			t.Fatalf("after block %d: %v\n%s", i+1, err, block)
+		}
+	}
+	return out
+}
+
+var targets = map[string]bool{"ACCEPT": true, "DROP": true, "REJECT": true, "RETURN": true, "MARK": true, "DNAT": true, "SNAT": true, "MASQUERADE": true, "": true}
+
+func danglingJumps(rs *Ruleset) error {
+	for _, t := range rs.Tables {
+		for _, c := range t.Chains {
+			for _, r := range c.Rules {
+				if to := ruleTarget(r.Args); !targets[to] && t.Chain(to) == nil {
+					return fmt.Errorf("table %s: %s jumps to %s, which is not there", t.Name, c.Name, to)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func sameView(t *testing.T, what string, got, want *Ruleset, scope Scope) {
+	t.Helper()
+	if d := ruleview.Unified("got", got.View(nil, scope), "want", want.View(nil, scope)); d != nil {
+		t.Errorf("%s:\n%s", what, d)
+	}
+}
+
+// A staged restore ends where the one-block restore ends, every block boundary has no
+// dangling jump, no block declares more chains than the limit allows, and other
+// software's chains are never named.
+func TestStagedRestore(t *testing.T) {
+	a := genMap(t, 300, 5, 1)
+	b := without(a, 7, 5)
+	c := genMap(t, 300, 5, 2)
+	empty := mustParse(t, otherTool)
+	loaded := empty.Clone()
+	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Format: NoFlush, Previous: empty, EnsureJumps: true}))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		prev *Ruleset
+		next *ir.ServiceMap
+	}{
+		{"cold", empty, a},
+		{"a to b", loaded, b},
+		{"a to c", loaded, c},
+		{"a to a", loaded, a},
+	} {
+		for _, minimal := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s minimal=%v", tc.name, minimal), func(t *testing.T) {
+				opts := Options{Format: NoFlush, Previous: tc.prev, Minimal: minimal, EnsureJumps: true}
+				one := write(t, tc.next, opts)
+				opts.MaxChains = 100
+				staged := write(t, tc.next, opts)
+				if bytes.Contains(staged, []byte("OTHER-TOOL")) {
+					t.Fatal("the restore names another tool's chain")
+				}
+				got := restoreBlocks(t, tc.prev, staged, 100)
+				want := tc.prev.Clone()
+				if err := want.Restore("one", bytes.NewReader(one)); err != nil {
+					t.Fatal(err)
+				}
+				sameView(t, "staged against one block", got, want, Everything)
+				wantNode := mustParse(t, string(write(t, tc.next, Options{Format: NoFlush})))
+				sameView(t, "kube-proxy's part against a fresh load", got, WithJumps(wantNode), KubeProxyOnly)
+				if other := got.Table("nat").Chain("OTHER-TOOL"); other == nil || len(other.Rules) != 1 {
+					t.Error("another tool's chain did not survive")
+				}
+				if n := len(Blocks(staged)); tc.name != "a to a" && n < 3 {
+					t.Errorf("%d blocks; want the restore staged", n)
+				}
+			})
+		}
+	}
+}
+
+// The jumps kube-proxy ensures are inserted once, in kube-proxy's order, and copies
+// are removed; other rules in the built-in chains stay where they are.
+func TestEnsureJumps(t *testing.T) {
+	sm := genMap(t, 5, 2, 1)
+	prev := mustParse(t, otherTool)
+	first := write(t, sm, Options{Format: NoFlush, Previous: prev, EnsureJumps: true, Minimal: true})
+	state := prev.Clone()
+	if err := state.Restore("first", bytes.NewReader(first)); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"filter", "nat"} {
+		var want []string
+		for _, r := range JumpRules(table) {
+			if state.Table(table).Chain(ruleTarget(r.Args)) != nil {
+				want = append(want, r.Text())
+			}
+		}
+		var got []string
+		for _, chain := range builtinChains[table] {
+			c := state.Table(table).Chain(chain)
+			if c == nil {
+				continue
+			}
+			for _, r := range c.Rules {
+				if IsKubeProxyChain(ruleTarget(r.Args)) || ruleTarget(r.Args) == chainFirewall {
+					got = append(got, r.Text())
+				}
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s jumps:\n%s\nwant\n%s", table, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	// The other tool's rules keep their places: after kube-proxy's jumps.
+	if pre := state.Table("nat").Chain("PREROUTING").Rules; ruleTarget(pre[len(pre)-1].Args) != "OTHER-TOOL" {
+		t.Errorf("PREROUTING = %v", pre)
+	}
+	if again := write(t, sm, Options{Format: NoFlush, Previous: state, EnsureJumps: true, Minimal: true}); len(again) != 0 {
+		t.Errorf("second restore not empty:\n%s", again)
+	}
+	// A copy of a jump is removed.
+	dup := state.Clone()
+	pre := dup.Table("nat").Chain("PREROUTING")
+	pre.Rules = append(pre.Rules, pre.Rules[0])
+	fix := write(t, sm, Options{Format: NoFlush, Previous: dup, EnsureJumps: true, Minimal: true})
+	if want := "*nat\n-D PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\nCOMMIT\n"; string(fix) != want {
+		t.Errorf("restore for a doubled jump:\n%s\nwant\n%s", fix, want)
+	}
+}
+
+// A transition turns one state into another, and touches nothing else.
+func TestTransition(t *testing.T) {
+	a := genMap(t, 200, 4, 1)
+	b := without(a, 5, 3)
+	base := mustParse(t, otherTool)
+	state := func(sm *ir.ServiceMap) *Ruleset {
+		rs := base.Clone()
+		if err := rs.Restore("load", bytes.NewReader(write(t, sm, Options{Format: NoFlush, Previous: base, EnsureJumps: true}))); err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	sa, sb := state(a), state(b)
+	for _, tc := range []struct {
+		name     string
+		from, to *Ruleset
+	}{
+		{"a to b", sa, sb},
+		{"b to a", sb, sa},
+		{"a to nothing", sa, base},
+		{"nothing to a", base, sa},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteTransition(&buf, tc.from, tc.to, 50); err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(buf.Bytes(), []byte("OTHER-TOOL")) {
+				t.Fatal("the transition names another tool's chain")
+			}
+			got := restoreBlocks(t, tc.from, buf.Bytes(), 50)
+			sameView(t, "after the transition", got, tc.to, Everything)
+			var again bytes.Buffer
+			WriteTransition(&again, got, tc.to, 50)
+			if again.Len() != 0 {
+				t.Errorf("a second transition is not empty:\n%s", again.String())
+			}
+		})
+	}
+}
+
+// Built-in chains are edited rule by rule, also when only the order differs.
+func TestBuiltinEdits(t *testing.T) {
+	from := mustParse(t, "*filter\n-A INPUT -s 198.18.0.1/32 -j ACCEPT\n-A INPUT -s 198.18.0.2/32 -j ACCEPT\n-A INPUT -s 198.18.0.3/32 -j ACCEPT\nCOMMIT\n")
+	for _, to := range []string{
+		"*filter\n-A INPUT -s 198.18.0.3/32 -j ACCEPT\n-A INPUT -s 198.18.0.1/32 -j ACCEPT\nCOMMIT\n",
+		"*filter\n-A INPUT -s 198.18.0.2/32 -j ACCEPT\n-A INPUT -s 198.18.0.1/32 -j ACCEPT\n-A INPUT -s 198.18.0.3/32 -j ACCEPT\n-A INPUT -s 198.18.0.4/32 -j ACCEPT\nCOMMIT\n",
+		"*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n",
+	} {
+		want := mustParse(t, to)
+		var buf bytes.Buffer
+		if err := WriteTransition(&buf, from, want, 0); err != nil {
+			t.Fatal(err)
+		}
+		got := from.Clone()
+		if err := got.Restore("edits", &buf); err != nil {
+			t.Fatal(err)
+		}
+		sameView(t, "INPUT after edits", got, want, Everything)
+	}
+}
+
+// Cleaned removes kube-proxy's chains and jumps in every table, and nothing else.
+func TestCleaned(t *testing.T) {
+	sm := genMap(t, 20, 3, 1)
+	rs := mustParse(t, otherTool)
+	if err := rs.Restore("load", bytes.NewReader(write(t, sm, Options{Format: NoFlush, Previous: rs, EnsureJumps: true}))); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Restore("mangle", strings.NewReader("*mangle\n:KUBE-PROXY-CANARY - [0:0]\n:KUBE-KUBELET-CANARY - [0:0]\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	clean, err := Cleaned(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mustParse(t, otherTool+"*mangle\n:KUBE-KUBELET-CANARY - [0:0]\nCOMMIT\n")
+	sameView(t, "cleaned", clean, want, Everything)
+
+	// kubelet's KUBE-FIREWALL with its own rule stays.
+	kubelet := mustParse(t, "*filter\n:KUBE-FIREWALL - [0:0]\n-A INPUT -j KUBE-FIREWALL\n-A KUBE-FIREWALL -m mark --mark 0x8000/0x8000 -j DROP\nCOMMIT\n")
+	if c, err := Cleaned(kubelet); err != nil || c.Table("filter").Chain("KUBE-FIREWALL") == nil || len(c.Table("filter").Chain("INPUT").Rules) != 1 {
+		t.Errorf("kubelet's KUBE-FIREWALL was removed (err %v)", err)
+	}
+
+	// Another program's chain that jumps into kube-proxy's stops cleanup.
+	bad := rs.Clone()
+	bad.Table("nat").Chain("OTHER-TOOL").Rules = append(bad.Table("nat").Chain("OTHER-TOOL").Rules, Rule{Chain: "OTHER-TOOL", Args: []string{"-j", "KUBE-SERVICES"}})
+	if _, err := Cleaned(bad); err == nil || !strings.Contains(err.Error(), "OTHER-TOOL") {
+		t.Errorf("err = %v; want one naming OTHER-TOOL", err)
+	}
+}
+
+// Restore models iptables-restore --noflush.
+func TestRestoreNoflush(t *testing.T) {
+	rs := mustParse(t, "*filter\n:INPUT ACCEPT [0:0]\n:MINE - [0:0]\n-A INPUT -s 198.18.0.1/32 -j MINE\n-A MINE -j RETURN\nCOMMIT\n")
+	err := rs.Restore("payload", strings.NewReader(`*filter
+:INPUT DROP [0:0]
+:MINE - [0:0]
+:NEW - [0:0]
+-A MINE -j NEW
+-I INPUT 1 -s 198.18.0.2/32 -j ACCEPT
+-I INPUT 3 -s 198.18.0.3/32 -j ACCEPT
+-D INPUT -s 198.18.0.1/32 -j MINE
+COMMIT
+*nat
+-A POSTROUTING -j RETURN
+COMMIT
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rs.Write(&out)
+	want := `*filter
+:INPUT DROP [0:0]
+:MINE - [0:0]
+:NEW - [0:0]
+-A INPUT -s 198.18.0.2/32 -j ACCEPT
+-A INPUT -s 198.18.0.3/32 -j ACCEPT
+-A MINE -j NEW
+COMMIT
+*nat
+-A POSTROUTING -j RETURN
+COMMIT
+`
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+	for _, bad := range []string{"*filter\n-D INPUT -j NOPE\nCOMMIT\n", "*filter\n-I INPUT 9 -j ACCEPT\nCOMMIT\n"} {
+		if err := rs.Clone().Restore("bad", strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
