@@ -1,0 +1,229 @@
+// Package apply loads compiled rules into the kernel of the network namespace it runs
+// in: one Backend per proxy mode behind one small interface, and an Applier that
+// drives any of them the same way (serialised by a lock file, only the difference
+// loaded, rolled back on failure, stale UDP conntrack entries flushed, state kept in
+// memory between syncs for --watch).
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/ruleview"
+)
+
+// Backend is one proxy mode's way into the kernel.
+type Backend interface {
+	// Name is the mode ("iptables").
+	Name() string
+	// Read returns the kernel's rules of this mode now.
+	Read(ctx context.Context) (State, error)
+	// Plan works out what loading sm over the state from takes. It does no I/O and
+	// does not change from.
+	Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error)
+	// Load carries out a plan and returns the kernel's state after it. When it fails,
+	// it puts back what it had changed, so the kernel is as the plan found it, and the
+	// error names the rule the kernel refused and the Service it came from.
+	Load(ctx context.Context, p Plan) (State, error)
+	// Cleanup plans the removal of everything of this mode that svcgen or kube-proxy
+	// made, and nothing else; Load carries it out.
+	Cleanup(from State) (Plan, error)
+	// Want is the state of a node that holds exactly sm's rules.
+	Want(sm *ir.ServiceMap) (State, error)
+	// Parse reads a rules file of this mode: compile's output or the kernel's dump.
+	Parse(name string, data []byte) (State, error)
+}
+
+// State is the rules of one mode: as the kernel has them, as a load left them, or as
+// a file holds them.
+type State interface {
+	// View shows the state for diff and audit.
+	View(opts ViewOptions) *ruleview.View
+}
+
+// ViewOptions choose what a view shows.
+type ViewOptions struct {
+	// Map names hashed objects the rules' own comments do not (may be nil).
+	Map *ir.ServiceMap
+	// All shows everything, not only what kube-proxy owns (for two rule files).
+	All bool
+	// Installed shows a rules file as a node that loaded it holds it (for iptables,
+	// with kube-proxy's jumps from the built-in chains, which a --noflush file lacks).
+	Installed bool
+}
+
+// PlanOptions choose what a plan does.
+type PlanOptions struct {
+	// Full rewrites every chain, not only the ones that changed.
+	Full bool
+}
+
+// Plan is a change ready to load.
+type Plan interface {
+	// Empty: there is nothing to change.
+	Empty() bool
+	// After is the state the plan leaves (it may copy the state the plan started from).
+	After() State
+	// Summary says what the plan writes, for logs and metrics.
+	Summary() Summary
+}
+
+// Summary counts what a plan writes.
+type Summary struct {
+	Chains, Rules, Deleted int // chains written, rules written, rules and chains deleted
+	Text                   string
+}
+
+// Applier drives a backend: lock, read, plan, load, flush conntrack.
+type Applier struct {
+	Backend Backend
+	// Lock serialises applies on this network namespace.
+	Lock *Lock
+	// Conntrack flushes stale UDP entries after a load (nil: not done).
+	Conntrack Conntrack
+	Log       *slog.Logger
+
+	state State // what the last sync left in the kernel; nil before the first
+}
+
+// SyncOptions choose what one sync does.
+type SyncOptions struct {
+	Full bool
+	// DryRun plans and reports the unified diff, and changes nothing.
+	DryRun bool
+	// Reread reads the kernel's state even when the applier remembers the last one,
+	// so drift (rules changed by hand) is repaired.
+	Reread bool
+}
+
+// Result is what one sync did.
+type Result struct {
+	Summary Summary
+	// Diff is the unified diff the plan makes to kube-proxy's part of the rules
+	// (always for a dry run, otherwise nil).
+	Diff []byte
+	// Changed: something was (or, on a dry run, would be) loaded.
+	Changed bool
+	// ConntrackFlushed counts the stale UDP conntrack entries deleted.
+	ConntrackFlushed int
+	Took             time.Duration
+}
+
+// Sync makes the kernel hold sm's rules.
+func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions) (*Result, error) {
+	start := time.Now()
+	if a.Lock != nil {
+		release, err := a.Lock.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	from := a.state
+	if from == nil || opts.Reread || opts.DryRun {
+		var err error
+		if from, err = a.Backend.Read(ctx); err != nil {
+			return nil, fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
+		}
+	}
+	plan, err := a.Backend.Plan(sm, from, PlanOptions{Full: opts.Full})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Summary: plan.Summary(), Changed: !plan.Empty()}
+	if opts.DryRun {
+		v := ViewOptions{Map: sm}
+		res.Diff = ruleview.Unified("kernel", from.View(v), "after apply", plan.After().View(v))
+		res.Took = time.Since(start)
+		return res, nil
+	}
+	if !plan.Empty() {
+		after, err := a.Backend.Load(ctx, plan)
+		if err != nil {
+			a.state = nil // read the kernel again next time
+			return nil, err
+		}
+		a.state = after
+	} else {
+		a.state = from
+	}
+	if a.Conntrack != nil {
+		n, err := a.Conntrack.FlushStale(sm)
+		res.ConntrackFlushed = n
+		if err != nil {
+			return res, fmt.Errorf("rules loaded, but flushing stale UDP conntrack entries failed: %w", err)
+		}
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// Forget drops the remembered state: the next sync reads the kernel.
+func (a *Applier) Forget() { a.state = nil }
+
+// Cleanup removes everything svcgen or kube-proxy made with the backend. With dryRun
+// it returns the diff and changes nothing.
+func (a *Applier) Cleanup(ctx context.Context, dryRun bool) (*Result, error) {
+	start := time.Now()
+	if a.Lock != nil {
+		release, err := a.Lock.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	from, err := a.Backend.Read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
+	}
+	plan, err := a.Backend.Cleanup(from)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Summary: plan.Summary(), Changed: !plan.Empty()}
+	if dryRun {
+		res.Diff = ruleview.Unified("kernel", from.View(ViewOptions{}), "after cleanup", plan.After().View(ViewOptions{}))
+	} else if !plan.Empty() {
+		if _, err := a.Backend.Load(ctx, plan); err != nil {
+			return nil, err
+		}
+	}
+	a.state = nil
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// LoadError is a load the kernel refused, after the rollback.
+type LoadError struct {
+	Mode string
+	// Rule is the line the kernel refused ("" when the tool did not say), and
+	// Service the service port (and endpoint) it came from.
+	Rule, Service string
+	Err           error // what the tool said
+	// Rollback is the error of putting the kernel back, nil when that worked.
+	Rollback error
+}
+
+func (e *LoadError) Error() string {
+	msg := e.Mode + ": the kernel refused the rules"
+	if e.Rule != "" {
+		msg += ": " + e.Rule
+	}
+	if e.Service != "" {
+		msg += " (from Service port " + e.Service + ")"
+	}
+	msg += fmt.Sprintf(": %v", e.Err)
+	if e.Rollback != nil {
+		return msg + fmt.Sprintf("; putting the previous rules back failed too, so the kernel may hold part of the new rules (run svcgen apply --full again): %v", e.Rollback)
+	}
+	return msg + "; the previous rules are in place"
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// ErrNoKernelSupport marks a mode the kernel cannot run.
+var ErrNoKernelSupport = errors.New("the kernel lacks support")

@@ -1,0 +1,24 @@
+package apply
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/model"
+)
+
+// ForMode returns the backend of a proxy mode for one IP family. wait bounds the waits
+// for locks the mode's tools take (the xtables lock).
+func ForMode(mode compiler.Mode, family model.IPFamily, wait time.Duration) (Backend, error) {
+	switch mode {
+	case compiler.IPTables, "":
+		return NewIPTables(family, wait), nil
+	}
+	return nil, fmt.Errorf("mode %s: svcgen cannot load it into the kernel yet (iptables it can)", mode)
+}
+
+// Cleaners are the backends cleanup runs: every mode, both families.
+func Cleaners(wait time.Duration) []Backend {
+	return []Backend{NewIPTables(model.IPv4, wait), NewIPTables(model.IPv6, wait)}
+}

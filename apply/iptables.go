@@ -1,0 +1,303 @@
+package apply
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/ruleview"
+)
+
+// IPTables loads iptables-mode rules with iptables-restore --noflush: only the chains
+// that changed, kube-proxy's jumps from built-in chains in the same blocks, stale
+// chains deleted; large restores staged in blocks (emit/iptables stage.go). Other
+// software's chains and rules in the same tables are never named, so they stay.
+type IPTables struct {
+	// IPv6 selects ip6tables.
+	IPv6 bool
+	// Wait bounds the wait for the xtables lock (iptables-restore -w).
+	Wait time.Duration
+	// MaxChains is the most chain lines one restore block declares (0: no staging).
+	MaxChains int
+}
+
+// DefaultMaxChains is the block size of staged restores. Measured on iptables-nft
+// 1.8.9 (README): blocks of 5,000 chain lines keep the cost per chain near its minimum,
+// while one block per table makes a cold 10,000-service load take minutes.
+const DefaultMaxChains = 5000
+
+// NewIPTables returns the backend for a service map's family.
+func NewIPTables(family model.IPFamily, wait time.Duration) *IPTables {
+	return &IPTables{IPv6: family == model.IPv6, Wait: wait, MaxChains: DefaultMaxChains}
+}
+
+func (b *IPTables) Name() string {
+	if b.IPv6 {
+		return "ip6tables"
+	}
+	return "iptables"
+}
+
+func (b *IPTables) tool(suffix string) string { return b.Name() + suffix }
+
+// ipState is the kernel's tables as iptables-save printed them, or as a load left
+// them (the model of a restore, iptables.Ruleset.Restore, kept up to date).
+type ipState struct {
+	rs *iptables.Ruleset
+}
+
+func (s *ipState) View(opts ViewOptions) *ruleview.View {
+	owners := iptables.FindOwners(s.rs)
+	if opts.Map != nil {
+		for k, v := range iptables.MapOwners(opts.Map) {
+			owners[k] = v
+		}
+	}
+	scope := iptables.KubeProxyOnly
+	if opts.All {
+		scope = iptables.Everything
+	}
+	rs := s.rs
+	if opts.Installed {
+		rs = iptables.WithJumps(rs)
+	}
+	return rs.View(owners, scope)
+}
+
+// Want is kube-proxy's payload for sm with the jumps from built-in chains.
+func (b *IPTables) Want(sm *ir.ServiceMap) (State, error) {
+	var buf bytes.Buffer
+	if err := iptables.Write(&buf, sm, iptables.Options{Format: iptables.NoFlush}); err != nil {
+		return nil, err
+	}
+	rs, err := iptables.ParseBytes("compiled", buf.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	return &ipState{rs: iptables.WithJumps(rs)}, nil
+}
+
+// Parse reads iptables-restore input or iptables-save output.
+func (b *IPTables) Parse(name string, data []byte) (State, error) {
+	rs, err := iptables.ParseBytes(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return &ipState{rs: rs}, nil
+}
+
+// Ruleset returns a state's ruleset (for tests and tools).
+func Ruleset(s State) *iptables.Ruleset {
+	if st, ok := s.(*ipState); ok {
+		return st.rs
+	}
+	return nil
+}
+
+// Tables the iptables backend reads: it loads into filter and nat; cleanup also removes
+// kube-proxy's canary chain from mangle.
+var ipTables = []string{"filter", "nat", "mangle"}
+
+// Read runs iptables-save for the tables kube-proxy uses.
+func (b *IPTables) Read(ctx context.Context) (State, error) {
+	rs := &iptables.Ruleset{}
+	for _, t := range ipTables {
+		out, err := b.run(ctx, nil, b.tool("-save"), "-t", t)
+		if err != nil {
+			return nil, err
+		}
+		if err := compatible(out); err != nil {
+			return nil, err
+		}
+		if err := rs.Restore(b.tool("-save"), bytes.NewReader(out)); err != nil {
+			return nil, err
+		}
+	}
+	return &ipState{rs: rs}, nil
+}
+
+// ipPlan is a restore against a state.
+type ipPlan struct {
+	from    *ipState
+	payload []byte
+	owners  iptables.Owners // for naming a refused rule
+	after   *ipState
+}
+
+func (p *ipPlan) Empty() bool { return iptables.CountLines(p.payload).Blocks == 0 }
+
+func (p *ipPlan) After() State {
+	if p.after == nil {
+		rs := p.from.rs.Clone()
+		if err := rs.Restore("plan", bytes.NewReader(p.payload)); err != nil {
+			panic(fmt.Sprintf("svcgen's own restore does not parse: %v", err)) // a bug, not input
+		}
+		p.after = &ipState{rs: rs}
+	}
+	return p.after
+}
+
+func (p *ipPlan) Summary() Summary {
+	c := iptables.CountLines(p.payload)
+	return Summary{Chains: c.Chains - c.DeletedChains, Rules: c.Rules, Deleted: c.DeletedRules + c.DeletedChains, Text: c.String()}
+}
+
+// Plan writes the partial restore with --minimal against the state: the service chains
+// that differ, the fixed chains whose rules differ, the jumps that are missing.
+func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error) {
+	st, ok := from.(*ipState)
+	if !ok {
+		return nil, fmt.Errorf("iptables: a state of another backend")
+	}
+	if (sm.Family == model.IPv6) != b.IPv6 {
+		return nil, fmt.Errorf("%s: the service map is for %s", b.Name(), sm.Family)
+	}
+	var buf bytes.Buffer
+	err := iptables.Write(&buf, sm, iptables.Options{
+		Format:      iptables.NoFlush,
+		Previous:    st.rs,
+		Minimal:     !opts.Full,
+		FullSync:    opts.Full,
+		EnsureJumps: true,
+		MaxChains:   b.MaxChains,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ipPlan{from: st, payload: buf.Bytes(), owners: iptables.MapOwners(sm)}, nil
+}
+
+// Cleanup plans the restore that removes kube-proxy's chains and jumps in every table.
+func (b *IPTables) Cleanup(from State) (Plan, error) {
+	st, ok := from.(*ipState)
+	if !ok {
+		return nil, fmt.Errorf("iptables: a state of another backend")
+	}
+	to, err := iptables.Cleaned(st.rs)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := iptables.WriteTransition(&buf, st.rs, to, b.MaxChains); err != nil {
+		return nil, err
+	}
+	return &ipPlan{from: st, payload: buf.Bytes(), owners: iptables.FindOwners(st.rs), after: &ipState{rs: to}}, nil
+}
+
+// Load restores the plan's payload. If a block fails, the blocks before it are
+// committed (each is its own transaction): they are rolled back with the transition
+// from what they left to the state the plan started from.
+func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
+	pl, ok := p.(*ipPlan)
+	if !ok {
+		return nil, fmt.Errorf("iptables: a plan of another backend")
+	}
+	_, err := b.restore(ctx, pl.payload)
+	if err == nil {
+		if pl.after != nil {
+			return pl.after, nil
+		}
+		// The kernel now holds what the model of the restore says; update the state
+		// in place rather than copying a large ruleset.
+		if err := pl.from.rs.Restore("plan", bytes.NewReader(pl.payload)); err != nil {
+			return nil, err
+		}
+		return pl.from, nil
+	}
+	le := &LoadError{Mode: b.Name(), Err: err}
+	if n := iptables.FailedLine(err.Error()); n > 0 {
+		le.Rule = iptables.Line(pl.payload, n)
+		le.Service = pl.owners.LineOwner(le.Rule)
+		if le.Rule == "COMMIT" {
+			le.Rule = ""
+		}
+		le.Rollback = b.rollback(ctx, pl, n)
+	} else {
+		le.Rollback = b.rollbackFromKernel(ctx, pl)
+	}
+	return nil, le
+}
+
+// rollback puts back what the blocks before the failing line changed.
+func (b *IPTables) rollback(ctx context.Context, pl *ipPlan, failed int) error {
+	committed := 0
+	for _, c := range iptables.Blocks(pl.payload) {
+		if c < failed {
+			committed = c
+		}
+	}
+	if committed == 0 {
+		return nil // the first block failed: nothing was changed
+	}
+	now := pl.from.rs.Clone()
+	if err := now.Restore("committed", bytes.NewReader(iptables.Head(pl.payload, committed))); err != nil {
+		return err
+	}
+	return b.transition(ctx, now, pl.from.rs)
+}
+
+// rollbackFromKernel reads the kernel when the tool did not say which line failed, and
+// puts back every chain of the two tables the plan touched.
+func (b *IPTables) rollbackFromKernel(ctx context.Context, pl *ipPlan) error {
+	now, err := b.Read(ctx)
+	if err != nil {
+		return err
+	}
+	return b.transition(ctx, now.(*ipState).rs, pl.from.rs)
+}
+
+func (b *IPTables) transition(ctx context.Context, from, to *iptables.Ruleset) error {
+	var buf bytes.Buffer
+	if err := iptables.WriteTransition(&buf, from, to, b.MaxChains); err != nil {
+		return err
+	}
+	if buf.Len() == 0 {
+		return nil
+	}
+	_, err := b.restore(ctx, buf.Bytes())
+	return err
+}
+
+// restore runs iptables-restore --noflush, waiting for the xtables lock at most b.Wait.
+func (b *IPTables) restore(ctx context.Context, payload []byte) ([]byte, error) {
+	wait := max(1, int((b.Wait+time.Second-1)/time.Second))
+	return b.run(ctx, payload, b.tool("-restore"), "--noflush", "--wait", strconv.Itoa(wait), "--wait-interval", "100000")
+}
+
+func (b *IPTables) run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("%s: %s", name, strings.ReplaceAll(msg, "\n", "; "))
+	}
+	return out, nil
+}
+
+// compatible refuses an iptables-save that could not show a table whole: iptables-nft
+// prints "# Table `nat' is incompatible, use 'nft' tool." when a table holds rules that
+// another nftables program wrote in its own way. Loading against such a half-read table
+// could undo that program's rules.
+func compatible(save []byte) error {
+	for _, l := range strings.Split(string(save), "\n") {
+		if strings.HasPrefix(l, "#") && strings.Contains(l, "incompatible") {
+			return fmt.Errorf("iptables-save cannot read the whole table (%s); svcgen will not load against it", strings.TrimSpace(strings.TrimPrefix(l, "#")))
+		}
+	}
+	return nil
+}

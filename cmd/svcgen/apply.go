@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/svcgen/svcgen/apply"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
+)
+
+type applyFlags struct {
+	inputFlags
+	dryRun    bool
+	full      bool
+	watch     bool
+	interval  time.Duration
+	listen    string
+	wait      time.Duration
+	applyLock string
+}
+
+func newApply(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	f := &applyFlags{}
+	cmd := &cobra.Command{
+		Use:   "apply -f PATH... [flags]",
+		Short: "Load the rules into this network namespace, changing only what differs",
+		Long: `apply compiles the manifests as compile does and loads the rules into the kernel of
+the network namespace it runs in.
+
+iptables mode reads the kernel's tables (iptables-save), then loads only the difference
+with iptables-restore --noflush: service chains that changed are rewritten, chains no
+Service uses are deleted, KUBE-SERVICES and the other fixed chains only when their rules
+changed, kube-proxy's jumps from the built-in chains added where missing (never twice).
+Chains and rules of other software in the same tables are left alone. A large load (a
+cold node) is cut into blocks of at most 5,000 chains, because iptables-nft's cost grows
+much faster than linearly with the chains of one block. If the kernel refuses a rule,
+apply puts back what it had loaded, names the rule and the Service it came from, and
+exits 1. Stale UDP conntrack entries (to endpoints that are gone) are deleted.
+
+Two applies in one network namespace wait for each other (a lock file, at most --wait);
+the xtables lock is waited for at most --wait as well.
+
+--watch keeps the rules in step: it syncs when an input file changes and every
+--interval (then reading the kernel again, so rules changed by hand are put back), logs
+each sync with its duration, and serves /healthz and Prometheus /metrics on --listen.`,
+		Example: `  ip netns exec node1 svcgen apply -f examples/
+  svcgen apply -f manifests/ --dry-run          # the unified diff it would load
+  svcgen apply -f manifests/ --full             # rewrite every chain
+  svcgen apply -f manifests/ -c kube-proxy.yaml --watch --interval 30s --listen 127.0.0.1:10249`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runApply(cmd.Context(), f, stdin, stdout, stderr)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the unified diff that would be loaded, and change nothing")
+	fl.BoolVar(&f.full, "full", false, "rewrite every chain, not only the ones that differ")
+	fl.BoolVar(&f.watch, "watch", false, "keep syncing: on input changes and every --interval")
+	fl.DurationVar(&f.interval, "interval", 30*time.Second, "with --watch: re-read the inputs and the kernel this often")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:10249", "with --watch: address of /healthz and /metrics (\"\" for none)")
+	fl.DurationVar(&f.wait, "wait", 30*time.Second, "wait at most this long for another apply and for the xtables lock")
+	fl.StringVar(&f.applyLock, "apply-lock", "", "lock file that serialises applies (default /run/svcgen/apply-net-<netns inode>.lock)")
+	return cmd
+}
+
+func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	in, s, err := f.settings(stdin)
+	if err != nil {
+		return err
+	}
+	if f.watch && (in.UsesStdin() || f.dryRun) {
+		return usagef("--watch reads its inputs again and again: give files or folders, not -, and no --dry-run")
+	}
+	if f.interval <= 0 {
+		return usagef("--interval must be positive")
+	}
+	res, err := pipeline.Run(in, s)
+	if err != nil {
+		return err
+	}
+	printProblems(stderr, res.Warnings)
+	backend, err := apply.ForMode(res.Mode, res.Map.Family, f.wait)
+	if err != nil {
+		return &pipeline.InputError{Err: err}
+	}
+	lockPath := f.applyLock
+	if lockPath == "" {
+		lockPath = apply.DefaultLockPath()
+	}
+	a := &apply.Applier{
+		Backend:   backend,
+		Lock:      &apply.Lock{Path: lockPath, Wait: f.wait},
+		Conntrack: apply.NetlinkConntrack{},
+		Log:       slog.New(slog.NewTextHandler(stderr, nil)),
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if f.watch {
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		paths := f.files
+		if f.config != "" {
+			paths = append(paths, f.config)
+		}
+		first := true
+		w := &apply.Watch{
+			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log,
+			// The one boundary to the compiler: a full recompile per sync.
+			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, error) {
+				if first {
+					first = false
+					return res.Map, nil
+				}
+				r, err := pipeline.Run(in, s)
+				if err != nil {
+					return nil, err
+				}
+				printProblems(stderr, r.Warnings)
+				if s.LockFile != "" {
+					if err := writeLock(s.LockFile, r.Lock); err != nil {
+						return nil, err
+					}
+				}
+				return r.Map, nil
+			}),
+		}
+		return w.Run(ctx)
+	}
+	out, err := a.Sync(ctx, res.Map, apply.SyncOptions{Full: f.full, DryRun: f.dryRun})
+	if err != nil {
+		return err
+	}
+	if f.dryRun {
+		stdout.Write(out.Diff)
+		if !out.Changed {
+			fmt.Fprintf(stderr, "%s: no changes\n", backend.Name())
+		}
+		return nil
+	}
+	if s.LockFile != "" {
+		if err := writeLock(s.LockFile, res.Lock); err != nil {
+			return err
+		}
+	}
+	msg := "no changes"
+	if out.Changed {
+		msg = out.Summary.Text
+	}
+	fmt.Fprintf(stderr, "%s: %s (%v)\n", backend.Name(), msg, out.Took.Round(time.Millisecond))
+	if out.ConntrackFlushed > 0 {
+		fmt.Fprintf(stderr, "conntrack: %d stale UDP entries deleted\n", out.ConntrackFlushed)
+	}
+	return nil
+}

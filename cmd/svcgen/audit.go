@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/svcgen/svcgen/apply"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ruleview"
+)
+
+type auditFlags struct {
+	inputFlags
+	live  bool
+	rules string
+}
+
+func newAudit(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	f := &auditFlags{}
+	cmd := &cobra.Command{
+		Use:   "audit -f PATH... (--live | --rules FILE)",
+		Short: "Report, per service port, the rules a node is missing, has extra or has different",
+		Long: `audit compiles the manifests and compares the rules they give with the rules of a
+node: the kernel of this network namespace (--live) or a dump of it (--rules FILE, such
+as iptables-save output; - for stdin). Only what kube-proxy owns is compared: its
+chains and its jumps from the built-in chains.
+
+Each service port that drifted gets one line, "missing" (the node has none of its
+rules), "extra" (the node has rules for a port the manifests do not have) or
+"different", followed by the lines the node lacks (-) and has beyond them (+), hashed
+chains named with their Service. kube-proxy's own fixed rules are reported as (node).
+The exit status is 1 when anything drifted, 0 when the node is in step.`,
+		Example: `  ip netns exec node1 svcgen audit -f manifests/ --live
+  ssh node1 iptables-save | svcgen audit -f manifests/ --node node1 --rules -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAudit(cmd.Context(), f, stdin, stdout, stderr)
+		},
+	}
+	f.register(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&f.live, "live", false, "audit the kernel's rules of this network namespace")
+	fl.StringVar(&f.rules, "rules", "", "audit a dump of a node's rules (iptables-save output; - for stdin)")
+	return cmd
+}
+
+func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if f.live == (f.rules != "") {
+		return usagef("audit needs one of --live and --rules FILE")
+	}
+	in, s, err := f.settings(stdin)
+	if err != nil {
+		return err
+	}
+	if f.rules == "-" && in.UsesStdin() {
+		return usagef("stdin (-) can be read only once")
+	}
+	res, err := pipeline.Run(in, s)
+	if err != nil {
+		return err
+	}
+	printProblems(stderr, res.Warnings)
+	backend, err := apply.ForMode(res.Mode, res.Map.Family, 0)
+	if err != nil {
+		return &pipeline.InputError{Err: err}
+	}
+	want, err := backend.Want(res.Map)
+	if err != nil {
+		return err
+	}
+	var have apply.State
+	if f.live {
+		have, err = backend.Read(ctx)
+	} else {
+		have, err = readState(backend, f.rules, stdin)
+		if err != nil {
+			err = &pipeline.InputError{Err: err}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	v := apply.ViewOptions{Map: res.Map}
+	drift := ruleview.Audit(want.View(v), have.View(v))
+	printDrift(stdout, drift)
+	ports := 0
+	for _, svc := range res.Map.Services {
+		ports += len(svc.Ports)
+	}
+	if len(drift) == 0 {
+		fmt.Fprintf(stderr, "audit: %d service ports, all in step\n", ports)
+		return nil
+	}
+	count := map[ruleview.Kind]int{}
+	for _, d := range drift {
+		count[d.Kind]++
+	}
+	return &exitError{code: exitInput, err: fmt.Errorf("audit: %d drifted (%d missing, %d extra, %d different) of %d service ports",
+		len(drift), count[ruleview.Missing], count[ruleview.Extra], count[ruleview.Different], ports)}
+}
+
+func printDrift(w io.Writer, drift []ruleview.Drift) {
+	var b strings.Builder
+	for _, d := range drift {
+		fmt.Fprintf(&b, "%-9s %s\n", d.Kind, d.Port)
+		for _, l := range d.Missing {
+			fmt.Fprintf(&b, "  - %s\n", l)
+		}
+		for _, l := range d.Extra {
+			fmt.Fprintf(&b, "  + %s\n", l)
+		}
+	}
+	io.WriteString(w, b.String())
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/svcgen/svcgen/apply"
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/ruleview"
+)
+
+type diffFlags struct {
+	inputFlags
+	live bool
+}
+
+func newDiff(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	f := &diffFlags{}
+	cmd := &cobra.Command{
+		Use:   "diff OLD NEW | --live NEW | --live -f PATH...",
+		Short: "Show the unified diff between two rulesets, with each hashed chain's Service",
+		Long: `diff prints the unified diff between two rulesets of one mode (files written by
+compile, or the kernel's dump such as iptables-save; - for stdin), or between the rules
+in the kernel of this network namespace (--live) and a rules file or the rules the
+manifests compile to (-f).
+
+Rulesets are compared chain by chain in one fixed order, rule by rule by meaning: the
+same rule spelled as iptables-save spells it and as kube-proxy writes it is no
+difference. Every hashed chain name carries the service port it belongs to, read from
+the rules' own comments (and from the manifests, with -f):
+  -A KUBE-SERVICES ... -j KUBE-SVC-XPGD46QRK7WJZT7O (ns1/svc1:p80)
+  :KUBE-SEP-SXIVWICOYRO3J4NJ (ns1/svc1:p80 -> 10.180.0.1:80) -
+With --live only what kube-proxy owns is compared (its chains and its jumps from the
+built-in chains). The exit status is 0 whether or not they differ; see audit.`,
+		Example: `  svcgen diff before.rules after.rules
+  ip netns exec node1 svcgen diff --live -f manifests/
+  svcgen compile -f manifests/ | svcgen diff --live -`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDiff(cmd.Context(), f, args, stdin, stdout, stderr)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&f.live, "live", false, "compare the kernel's rules (this network namespace) with NEW or the manifests")
+	return cmd
+}
+
+func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	withInputs := len(f.files) > 0
+	switch {
+	case f.live && withInputs && len(args) == 0:
+	case f.live && !withInputs && len(args) == 1:
+	case !f.live && !withInputs && len(args) == 2:
+	default:
+		return usagef("diff takes OLD NEW, --live NEW, or --live with -f manifests")
+	}
+	if len(args) == 2 && args[0] == "-" && args[1] == "-" {
+		return usagef("stdin (-) can be read only once")
+	}
+	var sm *ir.ServiceMap
+	mode, family := compiler.Mode(f.mode), model.IPv4
+	if withInputs {
+		in, s, err := f.settings(stdin)
+		if err != nil {
+			return err
+		}
+		res, err := pipeline.Run(in, s)
+		if err != nil {
+			return err
+		}
+		printProblems(stderr, res.Warnings)
+		sm, mode, family = res.Map, res.Mode, res.Map.Family
+	} else if err := checkMode(f.mode); err != nil {
+		return err
+	}
+	backend, err := apply.ForMode(mode, family, 30*time.Second)
+	if err != nil {
+		return &pipeline.InputError{Err: err}
+	}
+	var oldName, newName string
+	var old, new apply.State
+	switch {
+	case f.live:
+		oldName = "kernel"
+		if old, err = backend.Read(ctx); err != nil {
+			return err
+		}
+		if sm != nil {
+			newName = "manifests"
+			new, err = backend.Want(sm)
+		} else {
+			newName = args[0]
+			new, err = readState(backend, args[0], stdin)
+		}
+	default:
+		oldName, newName = args[0], args[1]
+		if old, err = readState(backend, args[0], stdin); err == nil {
+			new, err = readState(backend, args[1], stdin)
+		}
+	}
+	if err != nil {
+		return &pipeline.InputError{Err: err}
+	}
+	v := apply.ViewOptions{Map: sm, All: !f.live}
+	nv := v
+	nv.Installed = f.live
+	_, err = stdout.Write(ruleview.Unified(oldName, old.View(v), newName, new.View(nv)))
+	return err
+}
+
+func checkMode(mode string) error {
+	switch mode {
+	case "", "iptables", "ipvs", "nftables":
+		return nil
+	}
+	return usagef("--mode: unknown mode %q (want iptables, ipvs or nftables)", mode)
+}
+
+// readState reads a rules file of the backend's mode ("-" is stdin).
+func readState(b apply.Backend, path string, stdin io.Reader) (apply.State, error) {
+	var data []byte
+	var err error
+	name := path
+	if path == "-" {
+		name = "<stdin>"
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return b.Parse(name, data)
+}
