@@ -67,6 +67,11 @@ type Options struct {
 	// MaxChains (with Previous), when more than zero, stages a restore with more chain
 	// and -X lines than this into blocks of at most this many (see stage.go).
 	MaxChains int
+	// PreviousMap (with Previous) is the service map Previous was written from, when the
+	// caller knows it (apply keeps the state it loaded in memory). A Service equal in
+	// both is taken to have its chains in Previous as written and is neither written
+	// nor compared: a one-endpoint change costs one service's rules, not all of them.
+	PreviousMap *ir.ServiceMap
 }
 
 // Fixed chains kube-proxy declares on every sync, in its order.

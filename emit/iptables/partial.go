@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"reflect"
 	"slices"
+
+	"github.com/svcgen/svcgen/ir"
 )
 
 // writePartial writes what kube-proxy's partial sync writes against the ruleset now on
@@ -45,19 +48,26 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 	type bound struct{ decls, rules, chains int }
 	var groups []bound
 	active := map[string]bool{}
-	scratchChains := map[string][]string{}
-	for _, ports := range e.plans {
+	unchanged := e.unchangedSince(opts)
+	var names []string
+	for i, ports := range e.plans {
 		scratchDecls.reset()
 		scratchRules.reset()
 		for _, pp := range ports {
-			for _, c := range pp.chainNames(nil) {
+			names = pp.chainNames(names[:0])
+			for _, c := range names {
 				active[c] = true
 			}
 			e.frontNat(pp, &natRules)
+		}
+		if unchanged(i) {
+			continue
+		}
+		for _, pp := range ports {
 			e.chainDecls(pp, &scratchDecls)
 			e.chainRules(pp, &scratchRules)
 		}
-		if opts.FullSync || !sameChains(prevNat, &scratchDecls, &scratchRules, scratchChains) {
+		if opts.FullSync || !sameChains(prevNat, &scratchDecls, &scratchRules) {
 			svcDecls.append(&scratchDecls)
 			svcRules.append(&scratchRules)
 			groups = append(groups, bound{len(svcDecls.buf), len(svcRules.buf), scratchDecls.lines})
@@ -159,6 +169,32 @@ func (e *emitter) jumpEdits(prev *Table, table string, ours []string, b *lineBuf
 	}
 }
 
+// unchangedSince returns which services (by index) opts.PreviousMap shows unchanged:
+// their chains are in Previous as this emitter writes them, so they need neither
+// writing nor comparing. Without a PreviousMap (or when settings every rule depends on
+// changed, or on a full sync) no service counts as unchanged.
+func (e *emitter) unchangedSince(opts Options) func(int) bool {
+	none := func(int) bool { return false }
+	prev := opts.PreviousMap
+	if prev == nil || opts.FullSync {
+		return none
+	}
+	a, b := *prev, *e.sm
+	a.Services, b.Services = nil, nil
+	if !reflect.DeepEqual(a, b) {
+		return none
+	}
+	byKey := make(map[string]*ir.Service, len(prev.Services))
+	for _, s := range prev.Services {
+		byKey[s.Key()] = s
+	}
+	return func(i int) bool {
+		s := e.sm.Services[i]
+		old := byKey[s.Key()]
+		return old == s || (old != nil && reflect.DeepEqual(old, s))
+	}
+}
+
 // keepAll keeps every line.
 func keepAll(string) bool { return true }
 
@@ -227,13 +263,7 @@ func lineChain(line []byte) string {
 // groupByChain splits rule lines ("-A NAME args") by chain, keeping the words after
 // the chain name.
 func groupByChain(buf []byte) map[string][]string {
-	return groupByChainInto(map[string][]string{}, buf)
-}
-
-// groupByChainInto is groupByChain into a map that is emptied first (reused from one
-// Service to the next).
-func groupByChainInto(out map[string][]string, buf []byte) map[string][]string {
-	clear(out)
+	out := map[string][]string{}
 	forEachLine(buf, func(line []byte) {
 		if !bytes.HasPrefix(line, []byte("-A ")) {
 			return
@@ -250,25 +280,70 @@ func groupByChainInto(out map[string][]string, buf []byte) map[string][]string {
 }
 
 // sameChains reports whether the previous table holds the chains a service declares
-// with exactly the rules it would write.
-func sameChains(prev *Table, decls, rules *lineBuf, scratch map[string][]string) bool {
+// with exactly the rules it would write. A service has a handful of chains, so they
+// are looked up in a slice; each new rule is compared with the previous chain's rule
+// at the same place, by its line when the previous ruleset is svcgen's own text.
+func sameChains(prev *Table, decls, rules *lineBuf) bool {
 	if prev == nil {
 		return false
 	}
-	byChain := groupByChainInto(scratch, rules.buf)
+	type cursor struct {
+		name string
+		c    *Chain
+		next int
+	}
+	var chains []cursor
 	same := true
 	forEachLine(decls.buf, func(line []byte) {
-		if same {
-			name := lineChain(line)
-			same = sameRules(prev.Chain(name), byChain[name])
+		name := lineChain(line)
+		c := prev.Chain(name)
+		if c == nil {
+			same = false
 		}
+		chains = append(chains, cursor{name: name, c: c})
 	})
+	if !same {
+		return false
+	}
+	forEachLine(rules.buf, func(line []byte) {
+		if !same {
+			return
+		}
+		name := lineChain(line)
+		for i := range chains {
+			cur := &chains[i]
+			if cur.name != name {
+				continue
+			}
+			if cur.next >= len(cur.c.Rules) || !sameRule(&cur.c.Rules[cur.next], line) {
+				same = false
+			}
+			cur.next++
+			return
+		}
+		same = false // a rule in a chain the service does not declare
+	})
+	for _, cur := range chains {
+		same = same && cur.next == len(cur.c.Rules)
+	}
 	return same
 }
 
-// sameRules compares a previous chain with new rule texts: byte for byte when the
-// previous ruleset is svcgen's own text, by canonical key otherwise (iptables-save
-// spells rules differently).
+// sameRule compares a previous rule with a new "-A CHAIN args" line.
+func sameRule(prev *Rule, line []byte) bool {
+	if prev.Raw != "" && prev.Raw == string(line) {
+		return true
+	}
+	words, err := splitWords(string(line))
+	if err != nil || len(words) < 2 {
+		return false
+	}
+	return equalWords(prev.Args, words[2:]) || RuleKey(prev.Args) == RuleKey(words[2:])
+}
+
+// sameRules compares a previous chain with new rule texts (the words after the chain
+// name): byte for byte when the previous ruleset is svcgen's own text, by canonical key
+// otherwise (iptables-save spells rules differently).
 func sameRules(prev *Chain, texts []string) bool {
 	if prev == nil {
 		return false
@@ -277,6 +352,9 @@ func sameRules(prev *Chain, texts []string) bool {
 		return false
 	}
 	for i, r := range prev.Rules {
+		if r.Raw != "" && len(r.Raw) == len(r.Chain)+4+len(texts[i]) && r.Raw[len(r.Chain)+4:] == texts[i] {
+			continue
+		}
 		words, err := splitWords(texts[i])
 		if err != nil {
 			return false

@@ -41,6 +41,9 @@ type Rule struct {
 	Args  []string
 	// Line is the line number in the parsed text (0 for rules not read from text).
 	Line int
+	// Raw is the line as read, "-A CHAIN args" ("" for rules not read from text): two
+	// rules with the same Raw are the same rule, whatever their spelling.
+	Raw string
 }
 
 // Table returns the table of that name, or nil.
@@ -182,7 +185,7 @@ func (p *parser) parseLine(l string) error {
 	if err != nil {
 		return p.errorf("%v", err)
 	}
-	return p.command(words)
+	return p.command(l, words)
 }
 
 // chainLine reads ":NAME POLICY [counters]". It flushes a user chain; a built-in
@@ -201,7 +204,7 @@ func (p *parser) chainLine(l string) error {
 	return nil
 }
 
-func (p *parser) command(words []string) error {
+func (p *parser) command(line string, words []string) error {
 	if len(words) < 2 {
 		return p.errorf("%q has no chain", strings.Join(words, " "))
 	}
@@ -209,7 +212,7 @@ func (p *parser) command(words []string) error {
 	switch op {
 	case "-A", "--append":
 		c := p.table.chain(name)
-		c.Rules = append(c.Rules, Rule{Chain: name, Args: words[2:], Line: p.line})
+		c.Rules = append(c.Rules, Rule{Chain: name, Args: words[2:], Line: p.line, Raw: line})
 	case "-I", "--insert":
 		args, pos := words[2:], 1
 		if len(args) > 0 && isNumber(args[0]) {
