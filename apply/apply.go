@@ -25,7 +25,8 @@ type Backend interface {
 	// Plan works out what loading sm over the state from takes. It does no I/O and
 	// does not change from.
 	Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error)
-	// Load carries out a plan and returns the kernel's state after it. When it fails,
+	// Load carries out a plan and returns the kernel's state after it (an empty plan
+	// changes nothing, and still gives the state to remember). When it fails,
 	// it puts back what it had changed, so the kernel is as the plan found it, and the
 	// error names the rule the kernel refused and the Service it came from.
 	Load(ctx context.Context, p Plan) (State, error)
@@ -141,16 +142,12 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		res.Took = time.Since(start)
 		return res, nil
 	}
-	if !plan.Empty() {
-		after, err := a.Backend.Load(ctx, plan)
-		if err != nil {
-			a.state = nil // read the kernel again next time
-			return nil, err
-		}
-		a.state = after
-	} else {
-		a.state = from
+	after, err := a.Backend.Load(ctx, plan)
+	if err != nil {
+		a.state = nil // read the kernel again next time
+		return nil, err
 	}
+	a.state = after
 	if a.Conntrack != nil {
 		n, err := a.Conntrack.FlushStale(sm)
 		res.ConntrackFlushed = n
@@ -187,7 +184,7 @@ func (a *Applier) Cleanup(ctx context.Context, dryRun bool) (*Result, error) {
 	res := &Result{Summary: plan.Summary(), Changed: !plan.Empty()}
 	if dryRun {
 		res.Diff = ruleview.Unified("kernel", from.View(ViewOptions{}), "after cleanup", plan.After().View(ViewOptions{}))
-	} else if !plan.Empty() {
+	} else {
 		if _, err := a.Backend.Load(ctx, plan); err != nil {
 			return nil, err
 		}
