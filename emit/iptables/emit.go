@@ -150,28 +150,50 @@ type emitter struct {
 	stale []string
 }
 
+// newEmitter returns an emitter with every service port planned.
 func newEmitter(sm *ir.ServiceMap) *emitter {
-	e := &emitter{sm: sm, mark: sm.MasqueradeMark(), plans: make([][]*portPlan, len(sm.Services))}
-	for i, s := range sm.Services {
-		e.plans[i] = make([]*portPlan, len(s.Ports))
-		for j, p := range s.Ports {
-			e.plans[i][j] = e.plan(p)
-		}
-	}
+	e := lazyEmitter(sm)
+	e.planAll()
 	return e
+}
+
+// lazyEmitter returns an emitter that plans ports when asked (planAll, planService):
+// a partial restore against a known previous map plans only what changed.
+func lazyEmitter(sm *ir.ServiceMap) *emitter {
+	return &emitter{sm: sm, mark: sm.MasqueradeMark()}
+}
+
+// planAll plans every service port (once).
+func (e *emitter) planAll() {
+	if e.plans != nil {
+		return
+	}
+	e.plans = make([][]*portPlan, len(e.sm.Services))
+	for i, s := range e.sm.Services {
+		e.plans[i] = e.planService(s)
+	}
+}
+
+// planService plans the ports of one service.
+func (e *emitter) planService(s *ir.Service) []*portPlan {
+	plans := make([]*portPlan, len(s.Ports))
+	for j, p := range s.Ports {
+		plans[j] = e.plan(p)
+	}
+	return plans
 }
 
 // Write writes the service map's rules.
 func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
-	e := newEmitter(sm)
 	if opts.Previous != nil {
-		return e.writePartial(out, opts)
+		return lazyEmitter(sm).writePartial(out, opts)
 	}
-	return e.write(out, opts.Format)
+	return newEmitter(sm).write(out, opts.Format)
 }
 
 // write streams both tables through one buffer: the text is never held whole.
 func (e *emitter) write(out io.Writer, f Format) error {
+	e.planAll()
 	bw := bufio.NewWriterSize(out, flushSize)
 	b := &lineBuf{out: bw}
 	e.writeFilter(b, f)

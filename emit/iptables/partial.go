@@ -22,33 +22,63 @@ import (
 // With opts.Minimal, fixed chains whose rules did not change are left out too (the
 // filter chains, KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING, KUBE-MARK-MASQ).
 // With opts.EnsureJumps, the jumps from built-in chains are added where missing. With
-// opts.MaxChains, a big restore is staged (stage.go).
+// opts.MaxChains, a big restore is staged (stage.go). With opts.PreviousMap, only the
+// Services that differ from it are looked at (delta).
 func (e *emitter) writePartial(out io.Writer, opts Options) error {
-	prevNat := opts.Previous.Table("nat")
-	prevFilter := opts.Previous.Table("filter")
-
-	var filterDecls, filterRules, filterJumps lineBuf
-	for _, c := range e.filterChains() {
-		filterDecls.chainLine(c, "-")
+	d := e.delta(opts)
+	var p *partial
+	if d != nil && opts.Minimal && d.frontSame {
+		p = e.changedOnly(opts, d)
+	} else {
+		e.planAll()
+		p = e.everything(opts, d)
 	}
-	e.filterRules(&filterRules)
-
-	var natDecls, natRules, natJumps lineBuf
-	for _, c := range natFixedChains {
-		natDecls.chainLine(c, "-")
-	}
-	e.natFixedRules(&natRules)
 	if opts.EnsureJumps {
-		e.jumpEdits(prevFilter, "filter", e.filterChains(), &filterJumps)
-		e.jumpEdits(prevNat, "nat", natFixedChains, &natJumps)
+		e.jumpEdits(opts.Previous.Table("filter"), "filter", e.filterChains(), &p.filterJumps)
+		e.jumpEdits(opts.Previous.Table("nat"), "nat", natFixedChains, &p.natJumps)
 	}
+	return p.write(out, opts)
+}
 
-	// The chains of changed services, one group per service.
-	var svcDecls, svcRules, scratchDecls, scratchRules lineBuf
-	type bound struct{ decls, rules, chains int }
-	var groups []bound
+// partial is a partial restore before it is written: the fixed chains' lines, the
+// chains of changed services in groups (one per service), the stale chains.
+type partial struct {
+	filterDecls, filterRules, filterJumps lineBuf
+	natDecls, natRules, natJumps, tail    lineBuf
+	svcDecls, svcRules                    lineBuf
+	groups                                []bound
+	stale                                 []string
+	keepFilter, keepNat                   func(string) bool
+	prevNat                               *Table
+}
+
+// bound ends one service's group in svcDecls and svcRules.
+type bound struct{ decls, rules, chains int }
+
+// addService adds a service's chains unless the previous table has them as they are.
+func (p *partial) addService(decls, rules *lineBuf, force bool) {
+	if force || !sameChains(p.prevNat, decls, rules) {
+		p.svcDecls.append(decls)
+		p.svcRules.append(rules)
+		p.groups = append(p.groups, bound{len(p.svcDecls.buf), len(p.svcRules.buf), decls.lines})
+	}
+}
+
+// everything looks at every service: kube-proxy's partial sync.
+func (e *emitter) everything(opts Options, d *mapDelta) *partial {
+	p := &partial{prevNat: opts.Previous.Table("nat"), keepFilter: keepAll, keepNat: keepAll}
+	prevFilter := opts.Previous.Table("filter")
+	for _, c := range e.filterChains() {
+		p.filterDecls.chainLine(c, "-")
+	}
+	e.filterRules(&p.filterRules)
+	for _, c := range natFixedChains {
+		p.natDecls.chainLine(c, "-")
+	}
+	e.natFixedRules(&p.natRules)
+
+	var scratchDecls, scratchRules lineBuf
 	active := map[string]bool{}
-	unchanged := e.unchangedSince(opts)
 	var names []string
 	for i, ports := range e.plans {
 		scratchDecls.reset()
@@ -58,60 +88,92 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 			for _, c := range names {
 				active[c] = true
 			}
-			e.frontNat(pp, &natRules)
+			e.frontNat(pp, &p.natRules)
 		}
-		if unchanged(i) {
+		if d != nil && d.unchanged(i) {
 			continue
 		}
 		for _, pp := range ports {
 			e.chainDecls(pp, &scratchDecls)
 			e.chainRules(pp, &scratchRules)
 		}
-		if opts.FullSync || !sameChains(prevNat, &scratchDecls, &scratchRules) {
-			svcDecls.append(&scratchDecls)
-			svcRules.append(&scratchRules)
-			groups = append(groups, bound{len(svcDecls.buf), len(svcRules.buf), scratchDecls.lines})
-		}
+		p.addService(&scratchDecls, &scratchRules, opts.FullSync)
 	}
-	var stale []string
-	if prevNat != nil {
-		for _, c := range prevNat.Chains {
+	if p.prevNat != nil {
+		for _, c := range p.prevNat.Chains {
 			if IsServiceChain(c.Name) && !active[c.Name] {
-				stale = append(stale, c.Name)
+				p.stale = append(p.stale, c.Name)
 			}
 		}
 	}
-	var tail lineBuf
-	e.nodePortsJump(&tail)
-
-	keepFilter, keepNat := keepAll, keepAll
+	e.nodePortsJump(&p.tail)
 	if opts.Minimal {
-		keepFilter = changedChains(prevFilter, &filterRules, e.filterChains())
-		all := append(append([]byte(nil), natRules.buf...), tail.buf...)
-		keepNat = changedChains(prevNat, &lineBuf{buf: all}, natFixedChains)
+		p.keepFilter = changedChains(prevFilter, &p.filterRules, e.filterChains())
+		all := append(append([]byte(nil), p.natRules.buf...), p.tail.buf...)
+		p.keepNat = changedChains(p.prevNat, &lineBuf{buf: all}, natFixedChains)
 	}
+	return p
+}
 
+// changedOnly looks at the services that differ from the previous map, when none of
+// them changed a rule of the fixed chains: their chains, and the chains their old
+// versions had that the new ones do not. The fixed chains are left out, as --minimal
+// leaves out fixed chains that did not change.
+func (e *emitter) changedOnly(opts Options, d *mapDelta) *partial {
+	p := &partial{prevNat: opts.Previous.Table("nat"), keepFilter: keepAll, keepNat: keepAll}
+	var decls, rules lineBuf
+	active := map[string]bool{}
+	var names []string
+	for _, i := range d.changed {
+		decls.reset()
+		rules.reset()
+		for _, pp := range e.planService(e.sm.Services[i]) {
+			names = pp.chainNames(names[:0])
+			for _, c := range names {
+				active[c] = true
+			}
+			e.chainDecls(pp, &decls)
+			e.chainRules(pp, &rules)
+		}
+		p.addService(&decls, &rules, false)
+	}
+	for _, old := range d.old {
+		for _, pp := range e.planService(old) {
+			for _, c := range pp.chainNames(names[:0]) {
+				if !active[c] && p.prevNat.Chain(c) != nil {
+					p.stale = append(p.stale, c)
+					active[c] = true // once
+				}
+			}
+		}
+	}
+	return p
+}
+
+// write writes the restore: one block per table, or staged when it declares more
+// chains than opts.MaxChains.
+func (p *partial) write(out io.Writer, opts Options) error {
 	bw := bufio.NewWriterSize(out, flushSize)
 	b := &lineBuf{out: bw}
-	if opts.MaxChains > 0 && natDecls.lines+svcDecls.lines+2*len(stale) > opts.MaxChains {
+	if opts.MaxChains > 0 && p.natDecls.lines+p.svcDecls.lines+2*len(p.stale) > opts.MaxChains {
 		// Staged: service chains first, then the switch-over, then deletions.
 		st := &stager{max: opts.MaxChains, b: b}
 		var missing lineBuf
 		for _, c := range natFixedChains {
-			if prevNat.Chain(c) == nil {
+			if p.prevNat.Chain(c) == nil {
 				missing.chainLine(c, "-")
 			}
 		}
 		st.add("nat", &group{decls: missing.buf, chains: missing.lines})
 		d, r := 0, 0
-		for _, g := range groups {
-			st.add("nat", &group{decls: svcDecls.buf[d:g.decls], rules: svcRules.buf[r:g.rules], chains: g.chains})
+		for _, g := range p.groups {
+			st.add("nat", &group{decls: p.svcDecls.buf[d:g.decls], rules: p.svcRules.buf[r:g.rules], chains: g.chains})
 			d, r = g.decls, g.rules
 		}
 		st.flush()
-		writeTable(b, "filter", keepFilter, opts.Minimal, &filterDecls, &filterJumps, &filterRules)
-		writeTable(b, "nat", keepNat, opts.Minimal, &natDecls, &natJumps, &natRules, &tail)
-		for _, c := range deleteOrder(prevNat, stale) {
+		writeTable(b, "filter", p.keepFilter, true, &p.filterDecls, &p.filterJumps, &p.filterRules)
+		writeTable(b, "nat", p.keepNat, true, &p.natDecls, &p.natJumps, &p.natRules, &p.tail)
+		for _, c := range deleteOrder(p.prevNat, p.stale) {
 			var decl, del lineBuf
 			decl.chainLine(c, "-")
 			del.line("-X", c)
@@ -120,18 +182,85 @@ func (e *emitter) writePartial(out io.Writer, opts Options) error {
 		st.flush()
 	} else {
 		var staleDecls, staleRules lineBuf
-		for _, c := range stale {
+		for _, c := range p.stale {
 			staleDecls.chainLine(c, "-")
 			staleRules.line("-X", c)
 		}
-		writeTable(b, "filter", keepFilter, opts.Minimal, &filterDecls, &filterJumps, &filterRules)
-		writeTable(b, "nat", keepNat, opts.Minimal, &natDecls, &svcDecls, &staleDecls, &natJumps, &natRules, &svcRules, &staleRules, &tail)
+		writeTable(b, "filter", p.keepFilter, opts.Minimal, &p.filterDecls, &p.filterJumps, &p.filterRules)
+		writeTable(b, "nat", p.keepNat, opts.Minimal, &p.natDecls, &p.svcDecls, &staleDecls, &p.natJumps, &p.natRules, &p.svcRules, &staleRules, &p.tail)
 	}
 	b.flush()
 	if b.err != nil {
 		return b.err
 	}
 	return bw.Flush()
+}
+
+// A mapDelta is how the service map differs from opts.PreviousMap, the map the previous
+// ruleset was written from. Services equal in both have their chains in Previous as
+// this emitter writes them, so they need neither writing nor comparing.
+type mapDelta struct {
+	changed   []int         // indexes of the services that are new or differ
+	old       []*ir.Service // the previous versions of changed services, and removed ones
+	isChanged []bool
+	// frontSame: no changed, new or removed service writes other rules into the fixed
+	// chains (KUBE-SERVICES, KUBE-NODEPORTS, the filter chains) than before.
+	frontSame bool
+}
+
+func (d *mapDelta) unchanged(i int) bool { return !d.isChanged[i] }
+
+// delta compares the map with opts.PreviousMap; nil when there is none, on a full
+// sync, or when a setting every rule depends on changed.
+func (e *emitter) delta(opts Options) *mapDelta {
+	prev := opts.PreviousMap
+	if prev == nil || opts.FullSync {
+		return nil
+	}
+	a, b := *prev, *e.sm
+	a.Services, b.Services = nil, nil
+	if !reflect.DeepEqual(a, b) {
+		return nil
+	}
+	byKey := make(map[string]*ir.Service, len(prev.Services))
+	for _, s := range prev.Services {
+		byKey[s.Key()] = s
+	}
+	d := &mapDelta{isChanged: make([]bool, len(e.sm.Services)), frontSame: true}
+	for i, s := range e.sm.Services {
+		old, ok := byKey[s.Key()]
+		delete(byKey, s.Key())
+		if old == s || (ok && reflect.DeepEqual(old, s)) {
+			continue
+		}
+		d.isChanged[i] = true
+		d.changed = append(d.changed, i)
+		if !ok {
+			d.frontSame = false
+			continue
+		}
+		d.old = append(d.old, old)
+		if d.frontSame && !bytes.Equal(e.front(old), e.front(s)) {
+			d.frontSame = false
+		}
+	}
+	for _, s := range prev.Services { // removed, in the previous map's order
+		if _, gone := byKey[s.Key()]; gone {
+			d.old = append(d.old, s)
+			d.frontSame = false
+		}
+	}
+	return d
+}
+
+// front is every rule a service writes into the fixed chains.
+func (e *emitter) front(s *ir.Service) []byte {
+	var b lineBuf
+	for _, pp := range e.planService(s) {
+		e.frontNat(pp, &b)
+		e.frontFilter(pp, &b)
+	}
+	return b.buf
 }
 
 // jumpEdits writes the edits that give the built-in chains of a table kube-proxy's jumps
@@ -166,32 +295,6 @@ func (e *emitter) jumpEdits(prev *Table, table string, ours []string, b *lineBuf
 				b.end()
 			}
 		}
-	}
-}
-
-// unchangedSince returns which services (by index) opts.PreviousMap shows unchanged:
-// their chains are in Previous as this emitter writes them, so they need neither
-// writing nor comparing. Without a PreviousMap (or when settings every rule depends on
-// changed, or on a full sync) no service counts as unchanged.
-func (e *emitter) unchangedSince(opts Options) func(int) bool {
-	none := func(int) bool { return false }
-	prev := opts.PreviousMap
-	if prev == nil || opts.FullSync {
-		return none
-	}
-	a, b := *prev, *e.sm
-	a.Services, b.Services = nil, nil
-	if !reflect.DeepEqual(a, b) {
-		return none
-	}
-	byKey := make(map[string]*ir.Service, len(prev.Services))
-	for _, s := range prev.Services {
-		byKey[s.Key()] = s
-	}
-	return func(i int) bool {
-		s := e.sm.Services[i]
-		old := byKey[s.Key()]
-		return old == s || (old != nil && reflect.DeepEqual(old, s))
 	}
 }
 

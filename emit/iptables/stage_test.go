@@ -369,3 +369,72 @@ COMMIT
 		}
 	}
 }
+
+// With PreviousMap, only the Services that changed are looked at, and the restore
+// leads to the same rules as the one that compares everything; when no rule of the
+// fixed chains changed, they are left out.
+func TestPreviousMap(t *testing.T) {
+	a := genMap(t, 200, 4, 1)
+	base := mustParse(t, otherTool)
+	loaded := base.Clone()
+	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Format: NoFlush, Previous: base, EnsureJumps: true}))); err != nil {
+		t.Fatal(err)
+	}
+	// One endpoint of every 50th service moves: no fixed-chain rule changes.
+	moved := *a
+	moved.Services = append([]*ir.Service(nil), a.Services...)
+	for i := 0; i < len(moved.Services); i += 50 {
+		s := *moved.Services[i]
+		s.Ports = append([]*ir.Port(nil), s.Ports...)
+		p := *s.Ports[0]
+		p.Endpoints = append([]ir.Endpoint(nil), p.Endpoints...)
+		if len(p.Reachable) == 0 {
+			continue
+		}
+		p.Endpoints[p.Reachable[0]].Port += 1000
+		s.Ports[0] = &p
+		moved.Services[i] = &s
+	}
+	// A cluster IP changes: KUBE-SERVICES changes.
+	readdressed := moved
+	readdressed.Services = append([]*ir.Service(nil), moved.Services...)
+	s := *readdressed.Services[3]
+	s.Ports = append([]*ir.Port(nil), s.Ports...)
+	p := *s.Ports[0]
+	p.ClusterIP = p.ClusterIP.Next()
+	s.Ports[0] = &p
+	readdressed.Services[3] = &s
+
+	for _, tc := range []struct {
+		name      string
+		next      *ir.ServiceMap
+		wantFixed bool
+	}{
+		{"endpoints moved", &moved, false},
+		{"cluster IP changed", &readdressed, true},
+		{"services removed", without(a, 9, 1000), true},
+		{"nothing changed", a, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{Format: NoFlush, Previous: loaded, Minimal: true, EnsureJumps: true}
+			slow := write(t, tc.next, opts)
+			opts.PreviousMap = a
+			fast := write(t, tc.next, opts)
+			if got := bytes.Contains(fast, []byte(":KUBE-SERVICES")); got != tc.wantFixed {
+				t.Errorf("KUBE-SERVICES written: %v, want %v\n%s", got, tc.wantFixed, fast)
+			}
+			want := loaded.Clone()
+			if err := want.Restore("slow", bytes.NewReader(slow)); err != nil {
+				t.Fatal(err)
+			}
+			got := restoreBlocks(t, loaded, fast, 0)
+			sameView(t, "with PreviousMap", got, want, Everything)
+			if tc.name == "endpoints moved" && bytes.Count(fast, []byte("-X KUBE-SEP-")) != 4 {
+				t.Errorf("want the 4 moved endpoints' old chains deleted:\n%s", fast)
+			}
+			if tc.name == "nothing changed" && len(fast) != 0 {
+				t.Errorf("restore for no change:\n%s", fast)
+			}
+		})
+	}
+}
