@@ -112,6 +112,13 @@ type Result struct {
 	// ConntrackFlushed counts the stale UDP conntrack entries deleted.
 	ConntrackFlushed int
 	Took             time.Duration
+	// Steps is where the time went.
+	Steps Steps
+}
+
+// Steps are the durations of a sync's steps (zero for a step it skipped).
+type Steps struct {
+	Read, Plan, Load, Conntrack time.Duration
 }
 
 // Sync makes the kernel hold sm's rules.
@@ -124,14 +131,24 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		}
 		defer release()
 	}
+	var steps Steps
+	step := func(d *time.Duration) func() {
+		t := time.Now()
+		return func() { *d = time.Since(t) }
+	}
 	from := a.state
 	if from == nil || opts.Reread || opts.DryRun {
 		var err error
-		if from, err = a.Backend.Read(ctx); err != nil {
+		done := step(&steps.Read)
+		from, err = a.Backend.Read(ctx)
+		done()
+		if err != nil {
 			return nil, fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
 		}
 	}
+	done := step(&steps.Plan)
 	plan, err := a.Backend.Plan(sm, from, PlanOptions{Full: opts.Full})
+	done()
 	if err != nil {
 		return nil, err
 	}
@@ -139,23 +156,27 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 	if opts.DryRun {
 		v := ViewOptions{Map: sm}
 		res.Diff = ruleview.Unified("kernel", from.View(v), "after apply", plan.After().View(v))
-		res.Took = time.Since(start)
+		res.Took, res.Steps = time.Since(start), steps
 		return res, nil
 	}
+	done = step(&steps.Load)
 	after, err := a.Backend.Load(ctx, plan)
+	done()
 	if err != nil {
 		a.state = nil // read the kernel again next time
 		return nil, err
 	}
 	a.state = after
 	if a.Conntrack != nil {
+		done = step(&steps.Conntrack)
 		n, err := a.Conntrack.FlushStale(sm)
+		done()
 		res.ConntrackFlushed = n
 		if err != nil {
 			return res, fmt.Errorf("rules loaded, but flushing stale UDP conntrack entries failed: %w", err)
 		}
 	}
-	res.Took = time.Since(start)
+	res.Took, res.Steps = time.Since(start), steps
 	return res, nil
 }
 

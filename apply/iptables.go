@@ -52,13 +52,28 @@ func (b *IPTables) tool(suffix string) string { return b.Name() + suffix }
 // them (the model of a restore, iptables.Ruleset.Restore, kept up to date).
 type ipState struct {
 	rs *iptables.Ruleset
+	// pending is a restore the kernel has taken and rs not yet: the model is brought
+	// up to date when it is next needed, so a one-shot apply does not spend a second
+	// on a state nobody reads.
+	pending []byte
 	// sm is the service map the state was loaded from, nil when it was read from the
 	// kernel: with it, the next plan skips the Services that did not change.
 	sm *ir.ServiceMap
 }
 
+// ruleset returns the state's rules, up to date.
+func (s *ipState) ruleset() *iptables.Ruleset {
+	if s.pending != nil {
+		if err := s.rs.Restore("loaded", bytes.NewReader(s.pending)); err != nil {
+			panic(fmt.Sprintf("svcgen's own restore does not parse: %v", err)) // a bug, not input
+		}
+		s.pending = nil
+	}
+	return s.rs
+}
+
 func (s *ipState) View(opts ViewOptions) *ruleview.View {
-	owners := iptables.FindOwners(s.rs)
+	owners := iptables.FindOwners(s.ruleset())
 	if opts.Map != nil {
 		for k, v := range iptables.MapOwners(opts.Map) {
 			owners[k] = v
@@ -68,7 +83,7 @@ func (s *ipState) View(opts ViewOptions) *ruleview.View {
 	if opts.All {
 		scope = iptables.Everything
 	}
-	rs := s.rs
+	rs := s.ruleset()
 	if opts.Installed {
 		rs = iptables.WithJumps(rs)
 	}
@@ -100,7 +115,7 @@ func (b *IPTables) Parse(name string, data []byte) (State, error) {
 // Ruleset returns a state's ruleset (for tests and tools).
 func Ruleset(s State) *iptables.Ruleset {
 	if st, ok := s.(*ipState); ok {
-		return st.rs
+		return st.ruleset()
 	}
 	return nil
 }
@@ -139,15 +154,23 @@ type ipPlan struct {
 	from    *ipState
 	sm      *ir.ServiceMap // nil for cleanup
 	payload []byte
-	owners  iptables.Owners // for naming a refused rule
 	after   *ipState
+}
+
+// owners names the chains of the plan, for a refused rule: from the service map (all
+// its hashes are worked out only when needed) or the rules being removed.
+func (p *ipPlan) owners() iptables.Owners {
+	if p.sm != nil {
+		return iptables.MapOwners(p.sm)
+	}
+	return iptables.FindOwners(p.from.ruleset())
 }
 
 func (p *ipPlan) Empty() bool { return iptables.CountLines(p.payload).Blocks == 0 }
 
 func (p *ipPlan) After() State {
 	if p.after == nil {
-		rs := p.from.rs.Clone()
+		rs := p.from.ruleset().Clone()
 		if err := rs.Restore("plan", bytes.NewReader(p.payload)); err != nil {
 			panic(fmt.Sprintf("svcgen's own restore does not parse: %v", err)) // a bug, not input
 		}
@@ -174,7 +197,7 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	var buf bytes.Buffer
 	err := iptables.Write(&buf, sm, iptables.Options{
 		Format:      iptables.NoFlush,
-		Previous:    st.rs,
+		Previous:    st.ruleset(),
 		Minimal:     !opts.Full,
 		FullSync:    opts.Full,
 		EnsureJumps: true,
@@ -184,7 +207,7 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if err != nil {
 		return nil, err
 	}
-	return &ipPlan{from: st, sm: sm, payload: buf.Bytes(), owners: iptables.MapOwners(sm)}, nil
+	return &ipPlan{from: st, sm: sm, payload: buf.Bytes()}, nil
 }
 
 // Cleanup plans the restore that removes kube-proxy's chains and jumps in every table.
@@ -193,15 +216,15 @@ func (b *IPTables) Cleanup(from State) (Plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("iptables: a state of another backend")
 	}
-	to, err := iptables.Cleaned(st.rs)
+	to, err := iptables.Cleaned(st.ruleset())
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	if err := iptables.WriteTransition(&buf, st.rs, to, b.MaxChains); err != nil {
+	if err := iptables.WriteTransition(&buf, st.ruleset(), to, b.MaxChains); err != nil {
 		return nil, err
 	}
-	return &ipPlan{from: st, payload: buf.Bytes(), owners: iptables.FindOwners(st.rs), after: &ipState{rs: to}}, nil
+	return &ipPlan{from: st, payload: buf.Bytes(), after: &ipState{rs: to}}, nil
 }
 
 // Load restores the plan's payload. If a block fails, the blocks before it are
@@ -222,16 +245,14 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 		}
 		// The kernel now holds what the model of the restore says; update the state
 		// in place rather than copying a large ruleset.
-		if err := pl.from.rs.Restore("plan", bytes.NewReader(pl.payload)); err != nil {
-			return nil, err
-		}
+		pl.from.pending = pl.payload
 		pl.from.sm = pl.sm
 		return pl.from, nil
 	}
 	le := &LoadError{Mode: b.Name(), Err: err}
 	if n := iptables.FailedLine(err.Error()); n > 0 {
 		le.Rule = iptables.Line(pl.payload, n)
-		le.Service = pl.owners.LineOwner(le.Rule)
+		le.Service = pl.owners().LineOwner(le.Rule)
 		if le.Rule == "COMMIT" {
 			le.Rule = ""
 		}
@@ -253,11 +274,11 @@ func (b *IPTables) rollback(ctx context.Context, pl *ipPlan, failed int) error {
 	if committed == 0 {
 		return nil // the first block failed: nothing was changed
 	}
-	now := pl.from.rs.Clone()
+	now := pl.from.ruleset().Clone()
 	if err := now.Restore("committed", bytes.NewReader(iptables.Head(pl.payload, committed))); err != nil {
 		return err
 	}
-	return b.transition(ctx, now, pl.from.rs)
+	return b.transition(ctx, now, pl.from.ruleset())
 }
 
 // rollbackFromKernel reads the kernel when the tool did not say which line failed, and
@@ -267,7 +288,7 @@ func (b *IPTables) rollbackFromKernel(ctx context.Context, pl *ipPlan) error {
 	if err != nil {
 		return err
 	}
-	return b.transition(ctx, now.(*ipState).rs, pl.from.rs)
+	return b.transition(ctx, now.(*ipState).ruleset(), pl.from.ruleset())
 }
 
 func (b *IPTables) transition(ctx context.Context, from, to *iptables.Ruleset) error {

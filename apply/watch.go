@@ -173,7 +173,9 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 		}
 		w.metrics.rulesTotal.Add(float64(res.Summary.Rules))
 		w.metrics.conntrack.Add(float64(res.ConntrackFlushed))
-		attrs := []any{"reason", reason, "took", took.Round(time.Microsecond), "changed", res.Changed}
+		attrs := []any{"reason", reason, "took", took.Round(time.Microsecond), "changed", res.Changed,
+			"read", res.Steps.Read.Round(time.Microsecond), "plan", res.Steps.Plan.Round(time.Microsecond),
+			"load", res.Steps.Load.Round(time.Microsecond)}
 		if res.Changed {
 			attrs = append(attrs, "wrote", res.Summary.Text)
 			if reason == "interval" {
