@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svcgen/svcgen/apply"
+	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
+)
+
+// Benchmarks of loading a generated 10,000-service x 10-endpoint cluster (about
+// 100,000 chains and 300,000 rules) into a network namespace. Each cold load is tens
+// of seconds of CPU: run them on purpose, a few times, e.g.
+//
+//	go test ./e2e -run '^$' -bench 'Apply' -benchtime 1x
+//
+// They need root, like the other real-kernel tests.
+
+const (
+	benchServices  = 10000
+	benchEndpoints = 10
+)
+
+var benchMap struct {
+	sm   *ir.ServiceMap
+	file string
+}
+
+// bigCluster generates and compiles the cluster once per process.
+func bigCluster(b *testing.B) (*ir.ServiceMap, string) {
+	b.Helper()
+	if benchMap.sm == nil {
+		dir, err := os.MkdirTemp("", "svcgen-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		var buf bytes.Buffer
+		if err := gen.Write(&buf, gen.Options{Services: benchServices, Endpoints: benchEndpoints, Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
+		benchMap.file = filepath.Join(dir, "cluster.yaml")
+		if err := os.WriteFile(benchMap.file, buf.Bytes(), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		res, err := pipeline.Run(pipeline.Inputs{Files: []string{benchMap.file}}, pipeline.Settings{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchMap.sm = res.Map
+	}
+	return benchMap.sm, benchMap.file
+}
+
+func benchLab(b *testing.B) (*lab, string) {
+	l := &lab{prefix: fmt.Sprintf("svcgen-bench-%d-", os.Getpid())}
+	requireKernelB(b)
+	b.Cleanup(l.cleanup)
+	name := l.prefix + "node"
+	if out, err := l.try("ip", "netns", "add", name); err != nil {
+		b.Fatal(out, err)
+	}
+	return l, name
+}
+
+// cpuTime is the CPU time (user and system) this process and its waited-for children
+// (iptables-restore, iptables-save) have used: on a machine shared with other work,
+// a fairer measure than the wall clock.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+}
+
+func requireKernelB(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("real-kernel benchmark: run as root")
+	}
+}
+
+// BenchmarkApplyColdStart loads the cluster into an empty namespace (that holds another
+// tool's rules) with apply's staged restore, for several block sizes, and with one full
+// iptables-restore (no --noflush) of the complete file for comparison: the cost of a
+// full load, which also replaces everything else in the tables.
+func BenchmarkApplyColdStart(b *testing.B) {
+	sm, _ := bigCluster(b)
+	for _, max := range []int{2000, 5000, 10000, 20000, 40000} {
+		b.Run(fmt.Sprintf("noflush-blocks-of-%d", max), func(b *testing.B) {
+			var cpus time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				l, ns := benchLab(b)
+				if out, err := l.try("ip", "netns", "exec", ns, "sh", "-c", "printf '*nat\\n:OTHER-TOOL - [0:0]\\n-A PREROUTING -j OTHER-TOOL\\nCOMMIT\\n' | iptables-restore --noflush"); err != nil {
+					b.Fatal(out, err)
+				}
+				backend := apply.NewIPTables(sm.Family, 30*time.Second)
+				backend.MaxChains = max
+				a := &apply.Applier{Backend: backend}
+				cpu := cpuTime()
+				b.StartTimer()
+				err := inNS(ns, func() error {
+					_, err := a.Sync(context.Background(), sm, apply.SyncOptions{})
+					return err
+				})
+				b.StopTimer()
+				cpus += cpuTime() - cpu
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.cleanup()
+			}
+			b.ReportMetric(cpus.Seconds()/float64(b.N), "cpu-s/op")
+		})
+	}
+	b.Run("full-restore", func(b *testing.B) {
+		var rules bytes.Buffer
+		if err := iptables.Write(&rules, sm, iptables.Options{}); err != nil {
+			b.Fatal(err)
+		}
+		var cpus time.Duration
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			l, ns := benchLab(b)
+			cpu := cpuTime()
+			b.StartTimer()
+			if err := l.feed(ns, rules.Bytes(), "iptables-restore"); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			cpus += cpuTime() - cpu
+			l.cleanup()
+		}
+		b.ReportMetric(cpus.Seconds()/float64(b.N), "cpu-s/op")
+	})
+}
+
+// BenchmarkApplyOneEndpoint changes one endpoint of one Service of the loaded cluster
+// per iteration and applies it: "memory" as apply --watch does between intervals (the
+// state it loaded kept in memory), "reread" as a one-shot apply does (iptables-save
+// first). The compile is not timed: the incremental recompile is measured on its own.
+func BenchmarkApplyOneEndpoint(b *testing.B) {
+	sm, _ := bigCluster(b)
+	l, ns := benchLab(b)
+	defer l.cleanup()
+	a := &apply.Applier{Backend: apply.NewIPTables(sm.Family, 30*time.Second), Conntrack: apply.NetlinkConntrack{}}
+	ctx := context.Background()
+	if err := inNS(ns, func() error {
+		_, err := a.Sync(ctx, sm, apply.SyncOptions{})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	moves := 0
+	for _, mode := range []string{"memory", "reread"} {
+		b.Run(mode, func(b *testing.B) {
+			var written float64
+			var steps apply.Steps
+			cpu := cpuTime()
+			err := inNS(ns, func() error {
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					moves++
+					next := moveEndpoint(sm, 5000+moves%1000, moves)
+					res, err := a.Sync(ctx, next, apply.SyncOptions{Reread: mode == "reread"})
+					if err != nil {
+						return err
+					}
+					if res.Summary.Rules == 0 {
+						return fmt.Errorf("move %d wrote nothing", moves)
+					}
+					written += float64(res.Summary.Rules)
+					steps.Read += res.Steps.Read
+					steps.Plan += res.Steps.Plan
+					steps.Load += res.Steps.Load
+					sm = next
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := float64(b.N)
+			b.ReportMetric((cpuTime()-cpu).Seconds()/n, "cpu-s/op")
+			b.ReportMetric(written/n, "rules/op")
+			b.ReportMetric(steps.Read.Seconds()*1e3/n, "read-ms/op")
+			b.ReportMetric(steps.Plan.Seconds()*1e3/n, "plan-ms/op")
+			b.ReportMetric(steps.Load.Seconds()*1e3/n, "restore-ms/op")
+		})
+	}
+}
+
+// moveEndpoint returns the map with the first reachable endpoint of one Service on another port
+// (a new KUBE-SEP chain, the old one deleted); other Services are shared, as an
+// incremental compiler shares what did not change.
+func moveEndpoint(sm *ir.ServiceMap, svc, n int) *ir.ServiceMap {
+	out := *sm
+	out.Services = append([]*ir.Service(nil), sm.Services...)
+	s := *sm.Services[svc]
+	s.Ports = append([]*ir.Port(nil), s.Ports...)
+	p := *s.Ports[0]
+	p.Endpoints = append([]ir.Endpoint(nil), p.Endpoints...)
+	p.Endpoints[p.Reachable[0]].Port = uint16(20000 + n%20000)
+	s.Ports[0] = &p
+	out.Services[svc] = &s
+	return &out
+}
