@@ -244,4 +244,4 @@ func (e *LoadError) Error() string {
 func (e *LoadError) Unwrap() error { return e.Err }
 
 // ErrNoKernelSupport marks a mode the kernel cannot run.
-var ErrNoKernelSupport = errors.New("the kernel lacks support")
+var ErrNoKernelSupport = errors.New("this kernel cannot run the mode")

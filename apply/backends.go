@@ -14,11 +14,14 @@ func ForMode(mode compiler.Mode, family model.IPFamily, wait time.Duration) (Bac
 	switch mode {
 	case compiler.IPTables, "":
 		return NewIPTables(family, wait), nil
+	case compiler.IPVS:
+		return NewIPVS(family, wait), nil
 	}
-	return nil, fmt.Errorf("mode %s: svcgen cannot load it into the kernel yet (iptables it can)", mode)
+	return nil, fmt.Errorf("mode %s: svcgen cannot load it into the kernel yet (iptables and ipvs it can)", mode)
 }
 
-// Cleaners are the backends cleanup runs: every mode, both families.
+// Cleaners are the backends cleanup runs: every mode, both families. The iptables ones
+// come first: they remove the rules that use the ipvs mode's sets.
 func Cleaners(wait time.Duration) []Backend {
-	return []Backend{NewIPTables(model.IPv4, wait), NewIPTables(model.IPv6, wait)}
+	return []Backend{NewIPTables(model.IPv4, wait), NewIPTables(model.IPv6, wait), NewIPVS(model.IPv4, wait), NewIPVS(model.IPv6, wait)}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/ipvskernel"
 )
 
 // TestApply: apply loads the examples next to another tool's rules, which survive; the
@@ -414,4 +415,23 @@ func TestApplyWatch(t *testing.T) {
 		t.Errorf("audit after the repair: %v\n%s", err, stderr)
 	}
 	checkExamples(t, n.c)
+}
+
+// TestApplyIPVSNeedsKernel: on a kernel without IPVS (these machines'), apply -m ipvs
+// says so and changes nothing, instead of "programming" virtual servers through
+// moby/ipvs, which reports success there. (The ipvs applier itself is tested in the
+// qemu guest, e2e/ipvsvm.)
+func TestApplyIPVSNeedsKernel(t *testing.T) {
+	if ipvskernel.Check() == nil {
+		t.Skip("this kernel has IPVS; e2e/ipvsvm tests the ipvs applier")
+	}
+	n := newNode(t)
+	before := n.save()
+	_, stderr, err := n.svcgen("apply", "-f", n.dir, "-m", "ipvs", "--apply-lock", n.lock)
+	if err == nil || !strings.Contains(stderr, "the kernel has no IPVS") {
+		t.Errorf("apply -m ipvs: %v\n%s", err, stderr)
+	}
+	if got := n.save(); got != before {
+		t.Errorf("a refused ipvs apply changed the tables:\n%s", got)
+	}
 }

@@ -1,0 +1,307 @@
+package ipvsvm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcgen/svcgen/apply"
+	"github.com/svcgen/svcgen/emit/ipvsadm"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/load"
+)
+
+// The apply tests run in namespaces of their own inside the guest ("an" is the node,
+// "ac" the client, "ar1".."ar3" and "ak" the endpoints), so they share nothing with
+// the script tests, which use the guest's own namespace.
+const applyYAML = `
+apiVersion: v1
+kind: Node
+metadata: {name: node1}
+status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ipvs
+hostnameOverride: node1
+ipvs: {scheduler: rr, excludeCIDRs: [198.51.100.0/24]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  type: NodePort
+  clusterIP: 198.19.0.10
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: keep, namespace: demo}
+spec:
+  clusterIP: 198.19.0.12
+  ports: [{name: tcp, port: 80, targetPort: 7000, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+%s
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: keep-1, namespace: demo, labels: {kubernetes.io/service-name: keep}}
+addressType: IPv4
+ports: [{name: tcp, port: 7000, protocol: TCP}]
+endpoints:
+- {addresses: [198.18.1.9], nodeName: node1}
+%s`
+
+// broken adds a Service whose endpoint is the broadcast address of the node's
+// 198.18.3.0/24: the kernel refuses such a real server (EINVAL).
+const broken = `---
+apiVersion: v1
+kind: Service
+metadata: {name: bad, namespace: demo}
+spec:
+  clusterIP: 198.19.0.13
+  ports: [{name: tcp, port: 80, targetPort: 80, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: bad-1, namespace: demo, labels: {kubernetes.io/service-name: bad}}
+addressType: IPv4
+ports: [{name: tcp, port: 80, protocol: TCP}]
+endpoints:
+- {addresses: [198.18.3.255], nodeName: node1}
+`
+
+func applyMap(t *testing.T, endpoints []string, extra string) *ir.ServiceMap {
+	t.Helper()
+	var eps []string
+	for _, e := range endpoints {
+		eps = append(eps, "- {addresses: ["+e+"], nodeName: node1}")
+	}
+	l := &load.Loader{}
+	l.Bytes("apply.yaml", []byte(fmt.Sprintf(applyYAML, strings.Join(eps, "\n"), extra)))
+	if err := l.Errors.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Map
+}
+
+// applyTopology makes the node namespace with another tool's rules and a virtual
+// server inside excludeCIDRs, the client, and one namespace per endpoint.
+func applyTopology(t *testing.T) {
+	in := func(ns string, args ...string) { sh(t, append([]string{"ip", "netns", "exec", ns}, args...)...) }
+	for _, ns := range []string{"an", "ac"} {
+		sh(t, "ip", "netns", "add", ns)
+		in(ns, "ip", "link", "set", "lo", "up")
+	}
+	in("an", "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
+	sh(t, "ip", "link", "add", "aeth", "netns", "an", "type", "veth", "peer", "name", "c0", "netns", "ac")
+	in("an", "ip", "addr", "add", "198.18.0.1/24", "dev", "aeth")
+	in("an", "ip", "addr", "add", "198.18.3.1/24", "dev", "lo") // makes 198.18.3.255 a broadcast address
+	in("an", "ip", "link", "set", "aeth", "up")
+	in("ac", "ip", "addr", "add", "198.18.0.2/24", "dev", "c0")
+	in("ac", "ip", "link", "set", "c0", "up")
+	in("ac", "ip", "route", "add", "default", "via", "198.18.0.1")
+	for i, ip := range []string{"198.18.1.1", "198.18.1.2", "198.18.1.3", "198.18.1.9"} {
+		ns, dev := fmt.Sprintf("ar%d", i+1), fmt.Sprintf("av%d", i+1)
+		sh(t, "ip", "netns", "add", ns)
+		sh(t, "ip", "link", "add", dev, "netns", "an", "type", "veth", "peer", "name", "p0", "netns", ns)
+		in("an", "ip", "link", "set", dev, "up")
+		in("an", "ip", "route", "add", ip+"/32", "dev", dev)
+		in(ns, "ip", "addr", "add", ip+"/32", "dev", "p0")
+		in(ns, "ip", "link", "set", "p0", "up")
+		in(ns, "ip", "link", "set", "lo", "up")
+		in(ns, "ip", "route", "add", "default", "via", "198.18.0.1", "dev", "p0", "onlink")
+		if ip == "198.18.1.9" {
+			serveEcho(t, ns, netip.MustParseAddrPort(ip+":7000"))
+		} else {
+			serve(t, ns, netip.MustParseAddrPort(ip+":8080"), ns)
+		}
+	}
+	in("an", "iptables", "-t", "nat", "-N", "OTHER-TOOL")
+	in("an", "iptables", "-t", "nat", "-A", "OTHER-TOOL", "-d", "198.18.9.9", "-j", "RETURN")
+	in("an", "iptables", "-t", "nat", "-A", "PREROUTING", "-j", "OTHER-TOOL")
+	in("an", "ipvsadm", "-A", "-t", "198.51.100.7:80", "-s", "rr")
+}
+
+// serveEcho answers each connection with "keep", then echoes lines.
+func serveEcho(t *testing.T, ns string, addr netip.AddrPort) {
+	var ln net.Listener
+	if err := inNS(ns, func() (err error) {
+		ln, err = net.Listen("tcp", addr.String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fmt.Fprintln(c, "keep")
+				r := bufio.NewReader(c)
+				for {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					c.Write([]byte(l))
+				}
+			}()
+		}
+	}()
+}
+
+// nodeState is what the node namespace holds: IPVS, sets, kube-ipvs0, tables.
+func nodeState(t *testing.T) string {
+	in := func(args ...string) string { return sh(t, append([]string{"ip", "netns", "exec", "an"}, args...)...) }
+	var b strings.Builder
+	b.WriteString(in("ipvsadm", "-Sn"))
+	b.WriteString(in("ipset", "save"))
+	b.WriteString(in("ip", "-o", "addr", "show"))
+	for _, l := range strings.Split(in("iptables-save"), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			b.WriteString(strings.TrimSuffix(l, " [0:0]") + "\n")
+		}
+	}
+	return b.String()
+}
+
+func TestGuestApply(t *testing.T) {
+	insideGuest(t)
+	applyTopology(t)
+	ctx := context.Background()
+	a := &apply.Applier{Backend: apply.NewIPVS("IPv4", 5*time.Second)}
+	sync := func(sm *ir.ServiceMap, opts apply.SyncOptions) (*apply.Result, error) {
+		var res *apply.Result
+		err := inNS("an", func() (err error) {
+			res, err = a.Sync(ctx, sm, opts)
+			return err
+		})
+		return res, err
+	}
+	three := applyMap(t, []string{"198.18.1.1", "198.18.1.2", "198.18.1.3"}, "")
+	res, err := sync(three, apply.SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first apply: %s", res.Summary.Text)
+	want := ipvsadm.Build(three)
+	saved := sh(t, "ip", "netns", "exec", "an", "ipvsadm", "-Sn")
+	for _, vs := range want.Services {
+		if !strings.Contains(saved, ipvsadm.ServiceLine(vs)) {
+			t.Errorf("ipvsadm -Sn lacks %s:\n%s", ipvsadm.ServiceLine(vs), saved)
+		}
+	}
+	for _, keep := range []string{"-A -t 198.51.100.7:80 -s rr"} {
+		if !strings.Contains(saved, keep) {
+			t.Errorf("the virtual server in excludeCIDRs is gone:\n%s", saved)
+		}
+	}
+	if tables := sh(t, "ip", "netns", "exec", "an", "iptables-save", "-t", "nat"); !strings.Contains(tables, "-A PREROUTING -j OTHER-TOOL") || !strings.Contains(tables, "-A KUBE-SERVICES") {
+		t.Errorf("nat table:\n%s", tables)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 6; i++ {
+		id, err := dial("ac", clusterIP, 3*time.Second)
+		if err != nil {
+			t.Fatalf("connection %d to %s: %v", i+1, clusterIP, err)
+		}
+		seen[id] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("connections reached %v, want all three real servers", seen)
+	}
+
+	// A second apply, reading the node again, changes nothing.
+	if res, err := sync(three, apply.SyncOptions{Reread: true}); err != nil || res.Changed {
+		t.Errorf("second apply: %v changed=%v %s", err, res != nil && res.Changed, res.Summary.Text)
+	}
+
+	// A connection to keep stays up while web loses an endpoint and gains none.
+	var conn net.Conn
+	if err := inNS("ac", func() (err error) {
+		conn, err = net.DialTimeout("tcp", "198.19.0.12:80", 3*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(conn)
+	if l, err := r.ReadString('\n'); err != nil || l != "keep\n" {
+		t.Fatalf("keep: %q %v", l, err)
+	}
+	two := applyMap(t, []string{"198.18.1.1", "198.18.1.3"}, "")
+	res, err = sync(two, apply.SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Summary.Text, "0 virtual servers added, 0 updated, 0 deleted") {
+		t.Errorf("one endpoint removed: %s", res.Summary.Text)
+	}
+	fmt.Fprintln(conn, "still there?")
+	if l, err := r.ReadString('\n'); err != nil || l != "still there?\n" {
+		t.Errorf("the connection to keep did not survive: %q %v", l, err)
+	}
+	for i := 0; i < 4; i++ {
+		if id, err := dial("ac", clusterIP, 3*time.Second); err != nil || id == "ar2" {
+			t.Errorf("connection %d after the change: %q %v", i+1, id, err)
+		}
+	}
+
+	// The kernel refuses a real server: everything goes back as it was.
+	before := nodeState(t)
+	_, err = sync(applyMap(t, []string{"198.18.1.1", "198.18.1.2"}, broken), apply.SyncOptions{})
+	var le *apply.LoadError
+	if !errors.As(err, &le) || le.Rollback != nil || !strings.Contains(le.Service, "demo/bad:tcp") || !strings.Contains(le.Rule, "198.18.3.255") {
+		t.Fatalf("apply of a refused real server: %v", err)
+	}
+	t.Logf("refused: %v", err)
+	if after := nodeState(t); after != before {
+		t.Errorf("the failed apply left the node changed:\n%s\nwant\n%s", after, before)
+	}
+
+	// Cleanup leaves the other tool's rules and the excluded virtual server.
+	err = inNS("an", func() error {
+		for _, b := range apply.Cleaners(5 * time.Second) {
+			if _, err := (&apply.Applier{Backend: b}).Cleanup(ctx, false); err != nil {
+				return fmt.Errorf("%s: %w", b.Name(), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := nodeState(t)
+	for _, gone := range []string{"KUBE-", "198.19.0.10", ipvsadm.DummyInterface} {
+		if strings.Contains(left, gone) {
+			t.Errorf("after cleanup the node still has %s:\n%s", gone, left)
+		}
+	}
+	for _, kept := range []string{"-A PREROUTING -j OTHER-TOOL", "-A -t 198.51.100.7:80 -s rr"} {
+		if !strings.Contains(left, kept) {
+			t.Errorf("cleanup removed %q:\n%s", kept, left)
+		}
+	}
+}
