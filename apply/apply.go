@@ -16,23 +16,27 @@ import (
 	"github.com/svcgen/svcgen/ruleview"
 )
 
-// Backend is one proxy mode's way into the kernel.
-type Backend interface {
+// Cleaner removes what svcgen or kube-proxy made with one mode, and nothing else.
+type Cleaner interface {
 	// Name is the mode ("iptables").
 	Name() string
 	// Read returns the kernel's rules of this mode now.
 	Read(ctx context.Context) (State, error)
-	// Plan works out what loading sm over the state from takes. It does no I/O and
-	// does not change from.
-	Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error)
+	// Cleanup plans the removal; Load carries it out.
+	Cleanup(from State) (Plan, error)
 	// Load carries out a plan and returns the kernel's state after it (an empty plan
 	// changes nothing, and still gives the state to remember). When it fails,
 	// it puts back what it had changed, so the kernel is as the plan found it, and the
 	// error names the rule the kernel refused and the Service it came from.
 	Load(ctx context.Context, p Plan) (State, error)
-	// Cleanup plans the removal of everything of this mode that svcgen or kube-proxy
-	// made, and nothing else; Load carries it out.
-	Cleanup(from State) (Plan, error)
+}
+
+// Backend is one proxy mode's way into the kernel.
+type Backend interface {
+	Cleaner
+	// Plan works out what loading sm over the state from takes. It does no I/O and
+	// does not change from.
+	Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error)
 	// Want is the state of a node that holds exactly sm's rules.
 	Want(sm *ir.ServiceMap) (State, error)
 	// Parse reads a rules file of this mode: compile's output or the kernel's dump.
@@ -186,31 +190,35 @@ func (a *Applier) Forget() { a.state = nil }
 // Cleanup removes everything svcgen or kube-proxy made with the backend. With dryRun
 // it returns the diff and changes nothing.
 func (a *Applier) Cleanup(ctx context.Context, dryRun bool) (*Result, error) {
+	a.state = nil
+	return Cleanup(ctx, a.Backend, a.Lock, dryRun)
+}
+
+// Cleanup removes what one cleaner's mode made, holding the lock (nil: none). With
+// dryRun it returns the diff and changes nothing.
+func Cleanup(ctx context.Context, c Cleaner, lock *Lock, dryRun bool) (*Result, error) {
 	start := time.Now()
-	if a.Lock != nil {
-		release, err := a.Lock.Acquire(ctx)
+	if lock != nil {
+		release, err := lock.Acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 	}
-	from, err := a.Backend.Read(ctx)
+	from, err := c.Read(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
+		return nil, fmt.Errorf("reading the kernel's %s rules: %w", c.Name(), err)
 	}
-	plan, err := a.Backend.Cleanup(from)
+	plan, err := c.Cleanup(from)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Summary: plan.Summary(), Changed: !plan.Empty()}
 	if dryRun {
 		res.Diff = ruleview.Unified("kernel", from.View(ViewOptions{}), "after cleanup", plan.After().View(ViewOptions{}))
-	} else {
-		if _, err := a.Backend.Load(ctx, plan); err != nil {
-			return nil, err
-		}
+	} else if _, err := c.Load(ctx, plan); err != nil {
+		return nil, err
 	}
-	a.state = nil
 	res.Took = time.Since(start)
 	return res, nil
 }

@@ -20,8 +20,8 @@ func ForMode(mode compiler.Mode, family model.IPFamily, wait time.Duration) (Bac
 	return nil, fmt.Errorf("mode %s: svcgen cannot load it into the kernel yet (iptables and ipvs it can)", mode)
 }
 
-// Cleaners are the backends cleanup runs: every mode, both families. The iptables ones
-// come first: they remove the rules that use the ipvs mode's sets.
-func Cleaners(wait time.Duration) []Backend {
-	return []Backend{NewIPTables(model.IPv4, wait), NewIPTables(model.IPv6, wait), NewIPVS(model.IPv4, wait), NewIPVS(model.IPv6, wait)}
+// Cleaners are what cleanup runs: every mode, both families. The iptables ones come
+// first: they remove the rules that use the ipvs mode's sets.
+func Cleaners(wait time.Duration) []Cleaner {
+	return []Cleaner{NewIPTables(model.IPv4, wait), NewIPTables(model.IPv6, wait), NewIPVS(model.IPv4, wait), NewIPVS(model.IPv6, wait), NFTablesCleaner{}}
 }

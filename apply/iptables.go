@@ -128,7 +128,7 @@ var ipTables = []string{"filter", "nat", "mangle"}
 // (iptables-nft reads the whole ruleset whatever -t says: with 100,000 chains in nat,
 // "iptables-save -t filter" costs as much as "iptables-save".)
 func (b *IPTables) Read(ctx context.Context) (State, error) {
-	out, err := b.run(ctx, nil, b.tool("-save"))
+	out, err := runTool(ctx, nil, b.tool("-save"))
 	if err != nil {
 		return nil, err
 	}
@@ -306,10 +306,10 @@ func (b *IPTables) transition(ctx context.Context, from, to *iptables.Ruleset) e
 // restore runs iptables-restore --noflush, waiting for the xtables lock at most b.Wait.
 func (b *IPTables) restore(ctx context.Context, payload []byte) ([]byte, error) {
 	wait := max(1, int((b.Wait+time.Second-1)/time.Second))
-	return b.run(ctx, payload, b.tool("-restore"), "--noflush", "--wait", strconv.Itoa(wait), "--wait-interval", "100000")
+	return runTool(ctx, payload, b.tool("-restore"), "--noflush", "--wait", strconv.Itoa(wait), "--wait-interval", "100000")
 }
 
-func (b *IPTables) run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+func runTool(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

@@ -93,7 +93,7 @@ func (b *IPVS) Read(ctx context.Context) (State, error) {
 	} else if !errors.As(err, new(netlink.LinkNotFoundError)) {
 		return nil, fmt.Errorf("%s: %w", ipvsadm.DummyInterface, err)
 	}
-	out, err := b.ipt.run(ctx, nil, "ipset", "save")
+	out, err := runTool(ctx, nil, "ipset", "save")
 	if err != nil {
 		return nil, err
 	}
@@ -502,11 +502,11 @@ func (p *ipvsPlan) sets(from, to []*ipvsadm.Set, c *ipvsCount) error {
 	}
 	ipvsadm.WriteDestroySets(&back, created)
 	p.ops = append(p.ops, ipvsOp{what: "ipset restore (sets)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-		if _, err := r.b.ipt.run(r.ctx, fwd.Bytes(), "ipset", "restore", "-exist"); err != nil {
+		if _, err := runTool(r.ctx, fwd.Bytes(), "ipset", "restore", "-exist"); err != nil {
 			return nil, err
 		}
 		return func(r *ipvsRun) error {
-			_, err := r.b.ipt.run(r.ctx, back.Bytes(), "ipset", "restore", "-exist")
+			_, err := runTool(r.ctx, back.Bytes(), "ipset", "restore", "-exist")
 			return err
 		}, nil
 	}})
@@ -727,13 +727,13 @@ func (b *IPVS) Cleanup(from State) (Plan, error) {
 		ipvsadm.WriteDestroySets(&destroy, st.sets)
 		sets := st.sets
 		p.ops = append(p.ops, ipvsOp{what: "ipset destroy (kube-proxy's sets)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-			if _, err := r.b.ipt.run(r.ctx, destroy.Bytes(), "ipset", "restore"); err != nil {
+			if _, err := runTool(r.ctx, destroy.Bytes(), "ipset", "restore"); err != nil {
 				return nil, err
 			}
 			return func(r *ipvsRun) error {
 				var back bytes.Buffer
 				ipvsadm.WriteSetChanges(&back, nil, sets)
-				_, err := r.b.ipt.run(r.ctx, back.Bytes(), "ipset", "restore", "-exist")
+				_, err := runTool(r.ctx, back.Bytes(), "ipset", "restore", "-exist")
 				return err
 			}, nil
 		}})

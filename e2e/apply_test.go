@@ -200,16 +200,24 @@ func TestAuditRepair(t *testing.T) {
 	}
 }
 
-// TestCleanup: cleanup leaves exactly the other tool's rules.
+// TestCleanup: cleanup leaves exactly the other tool's rules, and removes the
+// nftables mode's kube-proxy table but not another program's table.
 func TestCleanup(t *testing.T) {
 	n := newNode(t)
 	before := n.save()
 	n.apply()
+	nftables := "table ip kube-proxy {\n chain services {\n }\n}\ntable ip other-tool {\n chain c {\n }\n}\n"
+	if err := n.l.feed(n.c.node, []byte(nftables), "nft", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
 	if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, stderr)
 	}
 	if got := n.save(); got != before {
 		t.Errorf("after cleanup:\n%s\nwant the other tool's rules only:\n%s", got, before)
+	}
+	if tables := n.l.in(n.c.node, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") || !strings.Contains(tables, "table ip other-tool") {
+		t.Errorf("nft tables after cleanup:\n%s", tables)
 	}
 	if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil || !strings.Contains(stderr, "nothing to remove") {
 		t.Errorf("second cleanup: %v\n%s", err, stderr)

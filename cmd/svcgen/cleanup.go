@@ -36,8 +36,7 @@ before anything is changed. Large tables are cleaned in blocks, as apply loads t
 				lockPath = apply.DefaultLockPath()
 			}
 			for _, b := range apply.Cleaners(wait) {
-				a := &apply.Applier{Backend: b, Lock: &apply.Lock{Path: lockPath, Wait: wait}}
-				res, err := a.Cleanup(ctx, dryRun)
+				res, err := apply.Cleanup(ctx, b, &apply.Lock{Path: lockPath, Wait: wait}, dryRun)
 				if err != nil {
 					return fmt.Errorf("%s: %w", b.Name(), err)
 				}

@@ -284,7 +284,7 @@ func TestGuestApply(t *testing.T) {
 	// Cleanup leaves the other tool's rules and the excluded virtual server.
 	err = inNS("an", func() error {
 		for _, b := range apply.Cleaners(5 * time.Second) {
-			if _, err := (&apply.Applier{Backend: b}).Cleanup(ctx, false); err != nil {
+			if _, err := apply.Cleanup(ctx, b, nil, false); err != nil {
 				return fmt.Errorf("%s: %w", b.Name(), err)
 			}
 		}
