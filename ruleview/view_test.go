@@ -1,9 +1,14 @@
 package ruleview
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rogpeppe/go-internal/diff"
 )
 
 func view(sections ...*Section) *View {
@@ -96,4 +101,78 @@ func TestUnified(t *testing.T) {
 	if Unified("old", old, "old", old) != nil {
 		t.Error("a view differs from itself")
 	}
+}
+
+// Cutting the lines both texts share at their ends gives a correct diff, the same as
+// the diff of the whole texts when lines are unique (with repeated lines the anchored
+// algorithm may choose other, equally correct, hunks).
+func TestUnifiedTrimsCommonEnds(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 300; round++ {
+		n := 5 + rnd.IntN(60)
+		unique := round%2 == 0 // rules are mostly unique lines; repeats leave choices
+		var a []string
+		for i := 0; i < n; i++ {
+			if unique {
+				a = append(a, fmt.Sprintf("-A CHAIN-%d rule %d", rnd.IntN(8), i))
+			} else {
+				a = append(a, fmt.Sprintf("-A CHAIN-%d rule %d", rnd.IntN(8), rnd.IntN(4)))
+			}
+		}
+		b := append([]string(nil), a...)
+		for e := 1 + rnd.IntN(3); e > 0; e-- {
+			i := rnd.IntN(len(b) + 1)
+			switch rnd.IntN(3) {
+			case 0:
+				b = slices.Insert(b, i, "-A NEW rule")
+			case 1:
+				if i < len(b) {
+					b = slices.Delete(b, i, i+1)
+				}
+			default:
+				if i < len(b) {
+					b[i] = "-A CHANGED rule"
+				}
+			}
+		}
+		old, new := []byte(strings.Join(a, "\n")+"\n"), []byte(strings.Join(b, "\n")+"\n")
+		got, want := string(unified("a", old, "b", new)), string(diff.Diff("a", old, "b", new))
+		if patched := patch(t, string(old), got); patched != string(new) {
+			t.Fatalf("round %d: the diff does not turn a into b:\n%s", round, got)
+		}
+		if unique && got != want {
+			t.Fatalf("round %d:\n%s\nwant\n%s", round, got, want)
+		}
+	}
+}
+
+// patch applies a unified diff to text.
+func patch(t *testing.T, text, d string) string {
+	old := strings.SplitAfter(text, "\n")
+	var out []string
+	next := 0 // old lines copied so far
+	for _, l := range strings.SplitAfter(d, "\n") {
+		var x, nx, y, ny int
+		switch {
+		case strings.HasPrefix(l, "@@ "):
+			fmt.Sscanf(l, "@@ -%d,%d +%d,%d @@", &x, &nx, &y, &ny)
+			start := x - 1
+			if nx == 0 {
+				start = x
+			}
+			out = append(out, old[next:start]...)
+			next = start
+		case strings.HasPrefix(l, " "), strings.HasPrefix(l, "-") && !strings.HasPrefix(l, "--- "):
+			if old[next] != l[1:] {
+				t.Fatalf("context %q does not match %q", l, old[next])
+			}
+			if l[0] == ' ' {
+				out = append(out, old[next])
+			}
+			next++
+		case strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "+++ "):
+			out = append(out, l[1:])
+		}
+	}
+	return strings.Join(append(out, old[next:]...), "")
 }

@@ -75,17 +75,13 @@ func (rs *Ruleset) View(owners Owners, scope Scope) *ruleview.View {
 // It is what a node should have, for audit and diff against a live node.
 func WithJumps(rs *Ruleset) *Ruleset {
 	out := rs.Clone()
-	for _, t := range out.Tables {
-		for _, j := range JumpRules(t.Name) {
-			if t.Chain(ruleTarget(j.Args)) == nil {
-				continue
-			}
-			c := t.chain(j.Chain)
-			if c.find(j.Args) < 0 {
-				c.Rules = append(c.Rules, j)
-			}
+	var jumps []Jump
+	for _, j := range jumpRules {
+		if out.Table(j.table).Chain(j.to) != nil {
+			jumps = append(jumps, Jump{Table: j.table, From: j.from, Args: j.args()})
 		}
 	}
+	EnsureJumps(out, jumps)
 	return out
 }
 
