@@ -443,3 +443,120 @@ func TestApplyIPVSNeedsKernel(t *testing.T) {
 		t.Errorf("a refused ipvs apply changed the tables:\n%s", got)
 	}
 }
+
+// TestApplyNFT: apply -m nftables loads kube-proxy's table next to another program's
+// table and iptables rules (which survive), the Services answer, a second apply
+// changes nothing, one endpoint moved rewrites only its Service's chains while a
+// connection to another Service stays up, audit finds a rule deleted by hand and apply
+// puts it back, and cleanup removes the table and nothing else.
+func TestApplyNFT(t *testing.T) {
+	n := newNode(t)
+	keepIP := netip.MustParseAddr("198.18.1.61")
+	keepNS := n.c.pod(t, n.l, keepIP)
+	n.l.serveEcho(keepNS, netip.AddrPortFrom(keepIP, 7000), "keep")
+	extra := func(moving string) string {
+		return svcWithEndpointsPort("keep", "198.19.1.61", 7000, "198.18.1.61") + "---\n" +
+			svcWithEndpointsPort("moving", "198.19.1.71", 8080, "198.18.1.71", moving)
+	}
+	n.write("extra.yaml", extra("198.18.1.72"))
+	if err := n.l.feed(n.c.node, []byte("table ip other-tool {\n chain c {\n  type filter hook input priority 10 ;\n  ip saddr 198.18.7.7 accept\n }\n}\n"), "nft", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	otherTable := n.l.in(n.c.node, "nft", "list", "table", "ip", "other-tool")
+	before := otherRules(n.save())
+	nftApply := func(args ...string) string {
+		t.Helper()
+		_, stderr, err := n.svcgen(append([]string{"apply", "-f", n.dir, "-m", "nftables", "--apply-lock", n.lock}, args...)...)
+		if err != nil {
+			t.Fatalf("svcgen apply -m nftables: %v\n%s", err, stderr)
+		}
+		return stderr
+	}
+	nftApply()
+	checkExamples(t, n.c)
+	if msg := nftApply(); !strings.Contains(msg, "no changes") {
+		t.Errorf("second apply: %s", msg)
+	}
+
+	var conn net.Conn
+	if err := inNS(n.c.client, func() (err error) {
+		conn, err = net.DialTimeout("tcp", "198.19.1.61:80", 2*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(conn)
+	if id, err := r.ReadString('\n'); err != nil || id != "keep\n" {
+		t.Fatalf("keep answered %q, %v", id, err)
+	}
+	handles := nftHandles(t, n)
+	n.write("extra.yaml", extra("198.18.1.73"))
+	nftApply()
+	fmt.Fprintln(conn, "still there?")
+	if echo, err := r.ReadString('\n'); err != nil || echo != "still there?\n" {
+		t.Errorf("the connection to keep did not survive the apply: %q, %v", echo, err)
+	}
+	for chain, hs := range nftHandles(t, n) {
+		old, existed := handles[chain]
+		mine := strings.Contains(chain, "default/moving/")
+		switch {
+		case mine && existed && old == hs:
+			t.Errorf("%s was not rewritten", chain)
+		case !mine && old != hs:
+			t.Errorf("%s was rewritten: handles %s, now %s", chain, old, hs)
+		}
+	}
+
+	// A rule deleted by hand: audit finds it, apply puts it back.
+	hello := findPort(t, n.c.sm, "default", "hello-service")
+	var chain, handle string
+	for c, hs := range nftHandles(t, n) {
+		if strings.HasPrefix(c, "service-") && strings.Contains(c, "default/hello-service/") {
+			chain, handle = c, strings.Fields(hs)[0]
+		}
+	}
+	n.l.in(n.c.node, "nft", "delete", "rule", "ip", "kube-proxy", chain, "handle", handle)
+	out, _, err := n.svcgen("audit", "-f", n.dir, "-m", "nftables", "--live")
+	if err == nil || !strings.Contains(out, "different "+hello.Name.String()) {
+		t.Errorf("audit after a rule was deleted: %v\n%s", err, out)
+	}
+	nftApply()
+	if _, stderr, err := n.svcgen("audit", "-f", n.dir, "-m", "nftables", "--live"); err != nil {
+		t.Errorf("audit after the repair: %v\n%s", err, stderr)
+	}
+	checkExamples(t, n.c)
+
+	if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, stderr)
+	}
+	if tables := n.l.in(n.c.node, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") {
+		t.Errorf("after cleanup: %s", tables)
+	}
+	if got := n.l.in(n.c.node, "nft", "list", "table", "ip", "other-tool"); got != otherTable {
+		t.Errorf("the other program's table changed:\n%s\nwant\n%s", got, otherTable)
+	}
+	if got := otherRules(n.save()); got != before {
+		t.Errorf("the other tool's iptables rules changed:\n%s\nwant\n%s", got, before)
+	}
+}
+
+// nftHandles lists each chain of the kube-proxy table with its rules' handles.
+func nftHandles(t *testing.T, n *node) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	chain := ""
+	for _, l := range strings.Split(n.l.in(n.c.node, "nft", "-a", "list", "table", "ip", "kube-proxy"), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "chain ") {
+			chain = strings.Fields(l)[1]
+			out[chain] = ""
+			continue
+		}
+		if i := strings.LastIndex(l, "# handle "); i >= 0 && chain != "" && !strings.HasPrefix(l, "}") && !strings.Contains(l, "{ #") {
+			out[chain] += l[i+len("# handle "):] + " "
+		}
+	}
+	return out
+}
