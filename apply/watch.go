@@ -20,10 +20,10 @@ import (
 )
 
 // Source gives the service map to apply: the one function boundary between --watch and
-// the compiler. changed lists the input files that changed since the last call (nil
-// when unknown, as on the first call and on every interval). A full recompile
-// (SourceFunc over the pipeline) ignores it; an incremental compiler that keeps its
-// state in memory can recompile only what changed.
+// the compiler. changed lists the input files the watcher saw change since the last
+// call (nil when unknown, as on the first call and on every interval). svcgen apply
+// gives pipeline.Watch, which keeps the compiled state and recompiles only what the
+// changed files touch (it finds them itself); a full recompile works the same way.
 type Source interface {
 	ServiceMap(ctx context.Context, changed []string) (*ir.ServiceMap, error)
 }

@@ -83,7 +83,13 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	if f.interval <= 0 {
 		return usagef("--interval must be positive")
 	}
-	res, err := pipeline.Run(in, s)
+	var res *pipeline.Result
+	var watch *pipeline.Watch
+	if f.watch {
+		watch, res, err = pipeline.NewWatch(in, s)
+	} else {
+		res, err = pipeline.Run(in, s)
+	}
 	if err != nil {
 		return err
 	}
@@ -112,26 +118,26 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		if f.config != "" {
 			paths = append(paths, f.config)
 		}
-		first := true
+		if s.LockFile != "" {
+			if err := writeLock(s.LockFile, res.Lock); err != nil {
+				return err
+			}
+		}
+		current := res.Map
 		w := &apply.Watch{
 			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log,
-			// The one boundary to the compiler: a full recompile per sync.
+			// The one boundary to the compiler: pipeline.Watch keeps the compiled
+			// state and recompiles only the Services a changed file touches.
 			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, error) {
-				if first {
-					first = false
-					return res.Map, nil
-				}
-				r, err := pipeline.Run(in, s)
+				up, err := watch.Refresh()
 				if err != nil {
 					return nil, err
 				}
-				printProblems(stderr, r.Warnings)
-				if s.LockFile != "" {
-					if err := writeLock(s.LockFile, r.Lock); err != nil {
-						return nil, err
-					}
+				if up != nil {
+					printProblems(stderr, up.Warnings)
+					current = up.Map
 				}
-				return r.Map, nil
+				return current, nil
 			}),
 		}
 		return w.Run(ctx)
