@@ -45,6 +45,13 @@ much faster than linearly with the chains of one block. If the kernel refuses a 
 apply puts back what it had loaded, names the rule and the Service it came from, and
 exits 1. Stale UDP conntrack entries (to endpoints that are gone) are deleted.
 
+nftables mode (-m nftables) loads kube-proxy's table only: what changed in one nft
+transaction, or a whole new table (in stages when it is large and not there yet).
+ipvs mode (-m ipvs) sets kube-ipvs0's addresses, the sets, virtual and real servers
+one by one through netlink (open connections to what stays are kept) and the
+companion chains, undoing every step if a later one fails; it first checks that the
+kernel has IPVS.
+
 Two applies in one network namespace wait for each other (a lock file, at most --wait);
 the xtables lock is waited for at most --wait as well.
 
@@ -54,6 +61,7 @@ each sync with its duration, and serves /healthz and Prometheus /metrics on --li
 		Example: `  ip netns exec node1 svcgen apply -f examples/
   svcgen apply -f manifests/ --dry-run          # the unified diff it would load
   svcgen apply -f manifests/ --full             # rewrite every chain
+  svcgen apply -f manifests/ -m nftables        # kube-proxy's nftables table
   svcgen apply -f manifests/ -c kube-proxy.yaml --watch --interval 30s --listen 127.0.0.1:10249`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
