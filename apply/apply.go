@@ -65,6 +65,19 @@ type ViewOptions struct {
 type PlanOptions struct {
 	// Full rewrites every chain, not only the ones that changed.
 	Full bool
+	// Hint, when set, says which Services may differ from the map the compiler gave
+	// before.
+	Hint *Hint
+}
+
+// Hint is what an incremental compiler (compiler.Session) knows of a new service map:
+// only the Services Changed names ("namespace/name") may differ from the map Since;
+// every other Service is the same. A backend whose state was loaded from Since looks
+// at those Services only (the iptables backend; the others compare states), so a
+// one-endpoint change costs the same at any cluster size.
+type Hint struct {
+	Since   *ir.ServiceMap
+	Changed []string
 }
 
 // Plan is a change ready to load.
@@ -103,6 +116,8 @@ type SyncOptions struct {
 	// Reread reads the kernel's state even when the applier remembers the last one,
 	// so drift (rules changed by hand) is repaired.
 	Reread bool
+	// Hint is passed to the plan (see PlanOptions).
+	Hint *Hint
 }
 
 // Result is what one sync did.
@@ -151,7 +166,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		}
 	}
 	done := step(&steps.Plan)
-	plan, err := a.Backend.Plan(sm, from, PlanOptions{Full: opts.Full})
+	plan, err := a.Backend.Plan(sm, from, PlanOptions{Full: opts.Full, Hint: opts.Hint})
 	done()
 	if err != nil {
 		return nil, err

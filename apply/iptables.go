@@ -178,7 +178,9 @@ func (p *ipPlan) Summary() Summary {
 }
 
 // Plan writes the partial restore with --minimal against the state: the service chains
-// that differ, the fixed chains whose rules differ, the jumps that are missing.
+// that differ, the fixed chains whose rules differ, the jumps that are missing. A state
+// this backend loaded remembers its service map, so only the Services that differ
+// from it are looked at, and with a hint from that map only the ones it names.
 func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error) {
 	st, ok := from.(*ipState)
 	if !ok {
@@ -187,8 +189,7 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if (sm.Family == model.IPv6) != b.IPv6 {
 		return nil, fmt.Errorf("%s: the service map is for %s", b.Name(), sm.Family)
 	}
-	var buf bytes.Buffer
-	err := iptables.Write(&buf, sm, iptables.Options{
+	o := iptables.Options{
 		Format:      iptables.NoFlush,
 		Previous:    st.ruleset(),
 		Minimal:     !opts.Full,
@@ -196,8 +197,12 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 		EnsureJumps: true,
 		MaxChains:   b.MaxChains,
 		PreviousMap: st.sm,
-	})
-	if err != nil {
+	}
+	if h := opts.Hint; h != nil && st.sm != nil && h.Since == st.sm {
+		o.Changed = h.Changed
+	}
+	var buf bytes.Buffer
+	if err := iptables.Write(&buf, sm, o); err != nil {
 		return nil, err
 	}
 	return &ipPlan{from: st, sm: sm, payload: buf.Bytes()}, nil

@@ -23,15 +23,16 @@ import (
 // the compiler. changed lists the input files the watcher saw change since the last
 // call (nil when unknown, as on the first call and on every interval). svcgen apply
 // gives pipeline.Watch, which keeps the compiled state and recompiles only what the
-// changed files touch (it finds them itself); a full recompile works the same way.
+// changed files touch (it finds them itself), and passes on which Services that
+// touched as the hint (nil when it does not know); a full recompile works the same way.
 type Source interface {
-	ServiceMap(ctx context.Context, changed []string) (*ir.ServiceMap, error)
+	ServiceMap(ctx context.Context, changed []string) (*ir.ServiceMap, *Hint, error)
 }
 
 // SourceFunc adapts a function to Source.
-type SourceFunc func(ctx context.Context, changed []string) (*ir.ServiceMap, error)
+type SourceFunc func(ctx context.Context, changed []string) (*ir.ServiceMap, *Hint, error)
 
-func (f SourceFunc) ServiceMap(ctx context.Context, changed []string) (*ir.ServiceMap, error) {
+func (f SourceFunc) ServiceMap(ctx context.Context, changed []string) (*ir.ServiceMap, *Hint, error) {
 	return f(ctx, changed)
 }
 
@@ -191,11 +192,11 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 }
 
 func (w *Watch) syncOnce(ctx context.Context, reason string, changed []string) (*Result, error) {
-	sm, err := w.Source.ServiceMap(ctx, changed)
+	sm, hint, err := w.Source.ServiceMap(ctx, changed)
 	if err != nil {
 		return nil, err
 	}
-	return w.Applier.Sync(ctx, sm, SyncOptions{Reread: reason != "change"})
+	return w.Applier.Sync(ctx, sm, SyncOptions{Reread: reason != "change", Hint: hint})
 }
 
 // healthy: the last sync succeeded, within two intervals.

@@ -45,7 +45,7 @@ func BenchmarkCompile(b *testing.B) {
 }
 
 // BenchmarkSessionOneEndpoint is apply --watch's step: one endpoint of one Service
-// moves, and the Session recompiles (the emitter's part is BenchmarkWriteChanges).
+// moves, and the Session recompiles (the emitter's part is emit/iptables' BenchmarkWriteWatch).
 func BenchmarkSessionOneEndpoint(b *testing.B) {
 	for _, n := range benchdata.Sizes {
 		c := benchdata.Cluster(b, n)

@@ -90,27 +90,31 @@ func mapStep(t *testing.T, s step) *ir.ServiceMap {
 	return res.Map
 }
 
-// changesStep is iptables.WriteChanges from one step's map to the next's, naming
-// every Service of either (a superset of what changed, as the contract allows), or
-// nil for a full resync.
-func changesStep(t *testing.T, prev, next step, all bool) []byte {
+// changesStep is apply --watch's restore from one step to the next: against the rules
+// on the node and the map they were loaded from, naming every Service of either map
+// as changed (a superset of what changed, as Options.Changed allows), or with all
+// set, a full sync.
+func changesStep(t *testing.T, prev, next step, rules *iptables.Ruleset, all bool) []byte {
 	t.Helper()
 	pm, nm := mapStep(t, prev), mapStep(t, next)
-	var changed []string
-	if !all {
+	opts := iptables.Options{Format: iptables.NoFlush, Previous: rules, PreviousMap: pm, Minimal: true}
+	if all {
+		opts.FullSync, opts.Minimal = true, false
+	} else {
 		seen := map[string]bool{}
 		for _, m := range []*ir.ServiceMap{pm, nm} {
 			for _, s := range m.Services {
 				seen[s.Key()] = true
 			}
 		}
+		opts.Changed = []string{}
 		for k := range seen {
-			changed = append(changed, k)
+			opts.Changed = append(opts.Changed, k)
 		}
-		sort.Strings(changed)
+		sort.Strings(opts.Changed)
 	}
 	var b bytes.Buffer
-	if err := iptables.WriteChanges(&b, pm, nm, changed); err != nil {
+	if err := iptables.Write(&b, nm, opts); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -152,7 +156,7 @@ func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 			var partial []byte
 			switch variant {
 			case "changes", "resync":
-				partial = changesStep(t, partialSteps[i-1], s, variant == "resync")
+				partial = changesStep(t, partialSteps[i-1], s, prev, variant == "resync")
 			default:
 				partial = compileStep(t, s, iptables.Options{Format: iptables.NoFlush, Previous: prev, Minimal: minimal})
 			}

@@ -10,10 +10,13 @@
 package ir
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/svcgen/svcgen/model"
 )
@@ -109,6 +112,19 @@ type Service struct {
 
 // Key is "namespace/name".
 func (s *Service) Key() string { return s.Namespace + "/" + s.Name }
+
+// Service returns the Service of that key ("namespace/name"), or nil: a binary search
+// in the map's order.
+func (sm *ServiceMap) Service(key string) *Service {
+	ns, name, _ := strings.Cut(key, "/")
+	i, found := slices.BinarySearchFunc(sm.Services, [2]string{ns, name}, func(s *Service, k [2]string) int {
+		return cmp.Or(strings.Compare(s.Namespace, k[0]), strings.Compare(s.Name, k[1]))
+	})
+	if !found {
+		return nil
+	}
+	return sm.Services[i]
+}
 
 // PortName is kube-proxy's ServicePortName.
 type PortName struct {

@@ -9,3 +9,19 @@ func TestMasqueradeMark(t *testing.T) {
 		}
 	}
 }
+
+// Service finds a Service in the map's order (namespace, then name), which is not the
+// order of the keys as strings: "ns-x/b" sorts before "ns/a".
+func TestServiceLookup(t *testing.T) {
+	sm := &ServiceMap{Services: []*Service{{Namespace: "ns", Name: "a"}, {Namespace: "ns", Name: "b"}, {Namespace: "ns-x", Name: "a"}}}
+	for _, s := range sm.Services {
+		if got := sm.Service(s.Key()); got != s {
+			t.Errorf("Service(%q) = %v", s.Key(), got)
+		}
+	}
+	for _, key := range []string{"ns/c", "ns-x/b", "nsx/a", "", "ns"} {
+		if got := sm.Service(key); got != nil {
+			t.Errorf("Service(%q) = %v, want nil", key, got)
+		}
+	}
+}

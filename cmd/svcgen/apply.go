@@ -136,16 +136,17 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log,
 			// The one boundary to the compiler: pipeline.Watch keeps the compiled
 			// state and recompiles only the Services a changed file touches.
-			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, error) {
+			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, *apply.Hint, error) {
 				up, err := watch.Refresh()
-				if err != nil {
-					return nil, err
+				if err != nil || up == nil {
+					return current, nil, err
 				}
-				if up != nil {
-					printProblems(stderr, up.Warnings)
-					current = up.Map
+				printProblems(stderr, up.Warnings)
+				current = up.Map
+				if up.Changed == nil {
+					return current, nil, nil
 				}
-				return current, nil
+				return current, &apply.Hint{Since: up.Prev, Changed: up.Changed}, nil
 			}),
 		}
 		return w.Run(ctx)

@@ -74,23 +74,41 @@ func moved(b *testing.B, n int) (prev, next *ir.ServiceMap, changed []string) {
 	return prev, up.Map, up.Changed
 }
 
-// BenchmarkWriteChanges writes the restore for one moved endpoint from two maps
-// (apply --watch); the output size is reported as "bytes".
-func BenchmarkWriteChanges(b *testing.B) {
+// BenchmarkWriteWatch writes apply --watch's restore for one moved endpoint: against
+// the ruleset it loaded and the map it loaded it from, kept in memory, "hint" with the
+// Session's list of changed Services (what apply --watch does), "compare" without it
+// (every Service compared, by pointer first). The output size is reported as "bytes".
+func BenchmarkWriteWatch(b *testing.B) {
 	for _, n := range benchdata.Sizes {
 		prev, next, changed := moved(b, n)
-		b.Run(benchdata.Name(n), func(b *testing.B) {
-			var out bytes.Buffer
-			b.ReportAllocs()
-			defer benchdata.CPU(b)()
-			for b.Loop() {
-				out.Reset()
-				if err := iptables.WriteChanges(&out, prev, next, changed); err != nil {
-					b.Fatal(err)
-				}
+		var text bytes.Buffer
+		if err := iptables.Write(&text, prev, iptables.Options{Format: iptables.NoFlush}); err != nil {
+			b.Fatal(err)
+		}
+		loaded, err := iptables.ParseBytes("loaded", text.Bytes())
+		if err != nil {
+			b.Fatal(err)
+		}
+		loaded = iptables.WithJumps(loaded)
+		for _, hint := range []bool{true, false} {
+			name := benchdata.Name(n) + "/compare"
+			opts := iptables.Options{Format: iptables.NoFlush, Previous: loaded, PreviousMap: prev, Minimal: true, EnsureJumps: true, MaxChains: 500}
+			if hint {
+				name, opts.Changed = benchdata.Name(n)+"/hint", changed
 			}
-			b.ReportMetric(float64(out.Len()), "bytes")
-		})
+			b.Run(name, func(b *testing.B) {
+				var out bytes.Buffer
+				b.ReportAllocs()
+				defer benchdata.CPU(b)()
+				for b.Loop() {
+					out.Reset()
+					if err := iptables.Write(&out, next, opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(out.Len()), "bytes")
+			})
+		}
 	}
 }
 

@@ -73,6 +73,12 @@ type Options struct {
 	// both is taken to have its chains in Previous as written and is neither written
 	// nor compared: a one-endpoint change costs one service's rules, not all of them.
 	PreviousMap *ir.ServiceMap
+	// Changed (with PreviousMap), when not nil, names the Services ("namespace/name")
+	// that may differ from PreviousMap, as compiler.Session reports them: every other
+	// Service is taken to be the same and is not even compared, so the cost of a
+	// restore no longer grows with the size of the map. Nil compares every Service
+	// (by pointer first: an incremental compile shares the ones it did not touch).
+	Changed []string
 }
 
 // Fixed chains kube-proxy declares on every sync, in its order.
@@ -169,55 +175,46 @@ type emitter struct {
 	sm    *ir.ServiceMap
 	mark  string
 	probs probabilities
-	plans [][]*portPlan // per service, per port
-	// stale chains are declared and deleted (-X) after the nat rules.
-	stale []string
+	plans [][]*portPlan // per service, per port, once planAll has run
 }
 
-// newEmitter returns an emitter with every service port planned.
+// newEmitter returns an emitter that plans ports when asked (planAll, planService): a
+// partial restore against a known previous map plans only what changed.
 func newEmitter(sm *ir.ServiceMap) *emitter {
-	e := lazyEmitter(sm)
-	e.planAll()
-	return e
-}
-
-// lazyEmitter returns an emitter that plans ports when asked (planAll, planService):
-// a partial restore against a known previous map plans only what changed.
-func lazyEmitter(sm *ir.ServiceMap) *emitter {
 	return &emitter{sm: sm, mark: sm.MasqueradeMark()}
 }
 
-// planAll plans every service port (once).
-func (e *emitter) planAll() {
-	if e.plans != nil {
-		return
-	}
+// planAll plans every service port. withEndpoints also names the endpoint chains,
+// which only the rules of a port's own chains need (hashing them is most of a plan's
+// cost); the fixed chains' rules do without.
+func (e *emitter) planAll(withEndpoints bool) {
 	e.plans = make([][]*portPlan, len(e.sm.Services))
 	for i, s := range e.sm.Services {
-		e.plans[i] = e.planService(s)
+		e.plans[i] = e.planService(s, withEndpoints)
 	}
 }
 
 // planService plans the ports of one service.
-func (e *emitter) planService(s *ir.Service) []*portPlan {
+func (e *emitter) planService(s *ir.Service, withEndpoints bool) []*portPlan {
 	plans := make([]*portPlan, len(s.Ports))
 	for j, p := range s.Ports {
-		plans[j] = e.plan(p)
+		plans[j] = e.planPort(p, withEndpoints)
 	}
 	return plans
 }
 
 // Write writes the service map's rules.
 func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
+	e := newEmitter(sm)
 	if opts.Previous != nil {
-		return lazyEmitter(sm).writePartial(out, opts)
+		return e.writePartial(out, opts)
 	}
-	return newEmitter(sm).write(out, opts.Format)
+	return e.write(out, opts.Format)
 }
 
 // write streams both tables through one buffer: the text is never held whole.
 func (e *emitter) write(out io.Writer, f Format) error {
-	e.planAll()
+	e.planAll(true)
 	bw := bufio.NewWriterSize(out, flushSize)
 	b := &lineBuf{out: bw}
 	e.writeFilter(b, f)
@@ -317,9 +314,6 @@ func (e *emitter) writeNat(b *lineBuf, f Format) {
 			e.chainDecls(pp, b)
 		}
 	}
-	for _, c := range e.stale {
-		b.chainLine(c, "-")
-	}
 	if f == Complete {
 		e.jumps(b, "nat")
 	}
@@ -329,9 +323,6 @@ func (e *emitter) writeNat(b *lineBuf, f Format) {
 			e.frontNat(pp, b)
 			e.chainRules(pp, b)
 		}
-	}
-	for _, c := range e.stale {
-		b.line("-X", c)
 	}
 	e.nodePortsJump(b)
 	b.line("COMMIT")

@@ -3,9 +3,11 @@ package iptables
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"io"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/svcgen/svcgen/ir"
 )
@@ -23,15 +25,14 @@ import (
 // filter chains, KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING, KUBE-MARK-MASQ).
 // With opts.EnsureJumps, the jumps from built-in chains are added where missing. With
 // opts.MaxChains, a big restore is staged (stage.go). With opts.PreviousMap, only the
-// Services that differ from it are looked at (delta).
+// Services that differ from it are looked at (changes), and with opts.Changed only
+// the ones it names.
 func (e *emitter) writePartial(out io.Writer, opts Options) error {
-	d := e.delta(opts)
 	var p *partial
-	if d != nil && opts.Minimal && d.frontSame {
-		p = e.changedOnly(opts, d)
+	if d := e.delta(opts); d != nil {
+		p = e.changes(opts, d)
 	} else {
-		e.planAll()
-		p = e.everything(opts, d)
+		p = e.everything(opts)
 	}
 	if opts.EnsureJumps {
 		e.jumpEdits(opts.Previous.Table("filter"), "filter", e.filterChains(), &p.filterJumps)
@@ -55,6 +56,10 @@ type partial struct {
 // bound ends one service's group in svcDecls and svcRules.
 type bound struct{ decls, rules, chains int }
 
+func newPartial(opts Options) *partial {
+	return &partial{prevNat: opts.Previous.Table("nat"), keepFilter: keepAll, keepNat: keepAll}
+}
+
 // addService adds a service's chains unless the previous table has them as they are.
 func (p *partial) addService(decls, rules *lineBuf, force bool) {
 	if force || !sameChains(p.prevNat, decls, rules) {
@@ -65,39 +70,24 @@ func (p *partial) addService(decls, rules *lineBuf, force bool) {
 }
 
 // everything looks at every service: kube-proxy's partial sync.
-func (e *emitter) everything(opts Options, d *mapDelta) *partial {
-	p := &partial{prevNat: opts.Previous.Table("nat"), keepFilter: keepAll, keepNat: keepAll}
-	prevFilter := opts.Previous.Table("filter")
-	for _, c := range e.filterChains() {
-		p.filterDecls.chainLine(c, "-")
-	}
-	e.filterRules(&p.filterRules)
-	for _, c := range natFixedChains {
-		p.natDecls.chainLine(c, "-")
-	}
-	e.natFixedRules(&p.natRules)
-
-	var scratchDecls, scratchRules lineBuf
+func (e *emitter) everything(opts Options) *partial {
+	e.planAll(true)
+	p := newPartial(opts)
+	var decls, rules lineBuf
 	active := map[string]bool{}
 	var names []string
-	for i, ports := range e.plans {
-		scratchDecls.reset()
-		scratchRules.reset()
+	for _, ports := range e.plans {
+		decls.reset()
+		rules.reset()
 		for _, pp := range ports {
 			names = pp.chainNames(names[:0])
 			for _, c := range names {
 				active[c] = true
 			}
-			e.frontNat(pp, &p.natRules)
+			e.chainDecls(pp, &decls)
+			e.chainRules(pp, &rules)
 		}
-		if d != nil && d.unchanged(i) {
-			continue
-		}
-		for _, pp := range ports {
-			e.chainDecls(pp, &scratchDecls)
-			e.chainRules(pp, &scratchRules)
-		}
-		p.addService(&scratchDecls, &scratchRules, opts.FullSync)
+		p.addService(&decls, &rules, opts.FullSync)
 	}
 	if p.prevNat != nil {
 		for _, c := range p.prevNat.Chains {
@@ -106,28 +96,23 @@ func (e *emitter) everything(opts Options, d *mapDelta) *partial {
 			}
 		}
 	}
-	e.nodePortsJump(&p.tail)
-	if opts.Minimal {
-		p.keepFilter = changedChains(prevFilter, &p.filterRules, e.filterChains())
-		all := append(append([]byte(nil), p.natRules.buf...), p.tail.buf...)
-		p.keepNat = changedChains(p.prevNat, &lineBuf{buf: all}, natFixedChains)
-	}
+	e.fixedChains(p, opts)
 	return p
 }
 
-// changedOnly looks at the services that differ from the previous map, when none of
-// them changed a rule of the fixed chains: their chains, and the chains their old
-// versions had that the new ones do not. The fixed chains are left out, as --minimal
-// leaves out fixed chains that did not change.
-func (e *emitter) changedOnly(opts Options, d *mapDelta) *partial {
-	p := &partial{prevNat: opts.Previous.Table("nat"), keepFilter: keepAll, keepNat: keepAll}
+// changes looks at the services that differ from the previous map only: their chains,
+// and the chains their old versions had that the new ones do not. The fixed chains are
+// written as everything writes them, unless opts.Minimal would leave them all out
+// anyway because no changed service changed a rule in them.
+func (e *emitter) changes(opts Options, d *mapDelta) *partial {
+	p := newPartial(opts)
 	var decls, rules lineBuf
 	active := map[string]bool{}
 	var names []string
-	for _, i := range d.changed {
+	for _, s := range d.changed {
 		decls.reset()
 		rules.reset()
-		for _, pp := range e.planService(e.sm.Services[i]) {
+		for _, pp := range e.planService(s, true) {
 			names = pp.chainNames(names[:0])
 			for _, c := range names {
 				active[c] = true
@@ -138,7 +123,7 @@ func (e *emitter) changedOnly(opts Options, d *mapDelta) *partial {
 		p.addService(&decls, &rules, false)
 	}
 	for _, old := range d.old {
-		for _, pp := range e.planService(old) {
+		for _, pp := range e.planService(old, true) {
 			for _, c := range pp.chainNames(names[:0]) {
 				if !active[c] && p.prevNat.Chain(c) != nil {
 					p.stale = append(p.stale, c)
@@ -147,7 +132,37 @@ func (e *emitter) changedOnly(opts Options, d *mapDelta) *partial {
 			}
 		}
 	}
+	if !opts.Minimal || !d.frontSame {
+		e.planAll(false)
+		e.fixedChains(p, opts)
+	}
 	return p
+}
+
+// fixedChains adds the fixed chains: their chain lines, the filter rules, and in nat
+// KUBE-POSTROUTING, KUBE-MARK-MASQ and every service's KUBE-SERVICES and KUBE-NODEPORTS
+// rules (e.plans). With opts.Minimal only the chains whose rules differ from the
+// previous ruleset's are kept.
+func (e *emitter) fixedChains(p *partial, opts Options) {
+	for _, c := range e.filterChains() {
+		p.filterDecls.chainLine(c, "-")
+	}
+	e.filterRules(&p.filterRules)
+	for _, c := range natFixedChains {
+		p.natDecls.chainLine(c, "-")
+	}
+	e.natFixedRules(&p.natRules)
+	for _, ports := range e.plans {
+		for _, pp := range ports {
+			e.frontNat(pp, &p.natRules)
+		}
+	}
+	e.nodePortsJump(&p.tail)
+	if opts.Minimal {
+		p.keepFilter = changedChains(opts.Previous.Table("filter"), &p.filterRules, e.filterChains())
+		all := append(append([]byte(nil), p.natRules.buf...), p.tail.buf...)
+		p.keepNat = changedChains(p.prevNat, &lineBuf{buf: all}, natFixedChains)
+	}
 }
 
 // write writes the restore: one block per table, or staged when it declares more
@@ -200,18 +215,16 @@ func (p *partial) write(out io.Writer, opts Options) error {
 // ruleset was written from. Services equal in both have their chains in Previous as
 // this emitter writes them, so they need neither writing nor comparing.
 type mapDelta struct {
-	changed   []int         // indexes of the services that are new or differ
-	old       []*ir.Service // the previous versions of changed services, and removed ones
-	isChanged []bool
+	changed []*ir.Service // new or different, in the map's order
+	old     []*ir.Service // the previous versions of changed services, and removed ones
 	// frontSame: no changed, new or removed service writes other rules into the fixed
 	// chains (KUBE-SERVICES, KUBE-NODEPORTS, the filter chains) than before.
 	frontSame bool
 }
 
-func (d *mapDelta) unchanged(i int) bool { return !d.isChanged[i] }
-
-// delta compares the map with opts.PreviousMap; nil when there is none, on a full
-// sync, or when a setting every rule depends on changed.
+// delta compares the map with opts.PreviousMap: the Services opts.Changed names, or
+// every Service. It is nil when there is no previous map, on a full sync, or when a
+// setting every rule depends on changed.
 func (e *emitter) delta(opts Options) *mapDelta {
 	prev := opts.PreviousMap
 	if prev == nil || opts.FullSync {
@@ -222,45 +235,81 @@ func (e *emitter) delta(opts Options) *mapDelta {
 	if !reflect.DeepEqual(a, b) {
 		return nil
 	}
-	byKey := make(map[string]*ir.Service, len(prev.Services))
-	for _, s := range prev.Services {
-		byKey[s.Key()] = s
+	d := &mapDelta{frontSame: true}
+	if opts.Changed == nil {
+		pairs(prev.Services, e.sm.Services, func(old, s *ir.Service) { d.compare(e, old, s) })
+		return d
 	}
-	d := &mapDelta{isChanged: make([]bool, len(e.sm.Services)), frontSame: true}
-	for i, s := range e.sm.Services {
-		old, ok := byKey[s.Key()]
-		delete(byKey, s.Key())
-		if old == s || (ok && reflect.DeepEqual(old, s)) {
-			continue
-		}
-		d.isChanged[i] = true
-		d.changed = append(d.changed, i)
-		if !ok {
-			d.frontSame = false
-			continue
-		}
-		d.old = append(d.old, old)
-		if d.frontSame && !bytes.Equal(e.front(old), e.front(s)) {
-			d.frontSame = false
-		}
-	}
-	for _, s := range prev.Services { // removed, in the previous map's order
-		if _, gone := byKey[s.Key()]; gone {
-			d.old = append(d.old, s)
-			d.frontSame = false
-		}
+	keys := slices.Clone(opts.Changed)
+	slices.SortFunc(keys, compareKeys) // the map's order
+	for _, key := range slices.Compact(keys) {
+		d.compare(e, prev.Service(key), e.sm.Service(key))
 	}
 	return d
 }
 
-// front is every rule a service writes into the fixed chains.
+// compare adds a Service that may differ: old or s is nil when it is new or removed.
+func (d *mapDelta) compare(e *emitter, old, s *ir.Service) {
+	if old == s || old != nil && s != nil && reflect.DeepEqual(old, s) {
+		return
+	}
+	if s != nil {
+		d.changed = append(d.changed, s)
+	}
+	if old != nil {
+		d.old = append(d.old, old)
+	}
+	if d.frontSame && !bytes.Equal(e.front(old), e.front(s)) {
+		d.frontSame = false
+	}
+}
+
+// front is every rule a service writes into the fixed chains (none for nil).
 func (e *emitter) front(s *ir.Service) []byte {
+	if s == nil {
+		return nil
+	}
 	var b lineBuf
-	for _, pp := range e.planService(s) {
+	for _, pp := range e.planService(s, false) {
 		e.frontNat(pp, &b)
 		e.frontFilter(pp, &b)
 	}
 	return b.buf
+}
+
+// pairs calls fn with the two versions of every Service of two maps, walking both in
+// the map's order; a Service only one map has comes with nil for the other.
+func pairs(prev, next []*ir.Service, fn func(old, s *ir.Service)) {
+	for len(prev) > 0 || len(next) > 0 {
+		var c int
+		switch {
+		case len(next) == 0:
+			c = -1
+		case len(prev) == 0:
+			c = 1
+		default:
+			c = cmp.Or(strings.Compare(prev[0].Namespace, next[0].Namespace), strings.Compare(prev[0].Name, next[0].Name))
+		}
+		switch {
+		case c < 0:
+			fn(prev[0], nil)
+			prev = prev[1:]
+		case c > 0:
+			fn(nil, next[0])
+			next = next[1:]
+		default:
+			fn(prev[0], next[0])
+			prev, next = prev[1:], next[1:]
+		}
+	}
+}
+
+// compareKeys orders "namespace/name" keys as the map orders its Services, which is
+// not their order as strings ("ns-x/a" sorts before "ns/a").
+func compareKeys(a, b string) int {
+	ans, aname, _ := strings.Cut(a, "/")
+	bns, bname, _ := strings.Cut(b, "/")
+	return cmp.Or(strings.Compare(ans, bns), strings.Compare(aname, bname))
 }
 
 // jumpEdits writes the edits that give the built-in chains of a table kube-proxy's jumps

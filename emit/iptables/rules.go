@@ -28,8 +28,6 @@ type portPlan struct {
 	lbChain            string // chain load-balancer IP traffic jumps to (FW or EXT)
 }
 
-func (e *emitter) plan(p *ir.Port) *portPlan { return e.planPort(p, true) }
-
 // planPort plans a port; without endpoints it leaves the endpoint chains unnamed
 // (hashing them is most of a plan's cost), enough for the frontend rules.
 func (e *emitter) planPort(p *ir.Port, withEndpoints bool) *portPlan {

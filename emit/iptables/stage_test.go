@@ -2,7 +2,9 @@ package iptables
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -20,8 +22,13 @@ func genMap(t testing.TB, services, endpoints int, seed uint64) *ir.ServiceMap {
 	if err := gen.Write(&b, gen.Options{Services: services, Endpoints: endpoints, Seed: seed}); err != nil {
 		t.Fatal(err)
 	}
+	return compileYAML(t, b.Bytes())
+}
+
+func compileYAML(t testing.TB, manifests []byte) *ir.ServiceMap {
+	t.Helper()
 	l := &load.Loader{}
-	l.Bytes("gen.yaml", b.Bytes())
+	l.Bytes("test.yaml", manifests)
 	if err := l.Errors.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -418,23 +425,90 @@ func TestPreviousMap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{Format: NoFlush, Previous: loaded, Minimal: true, EnsureJumps: true}
 			slow := write(t, tc.next, opts)
-			opts.PreviousMap = a
-			fast := write(t, tc.next, opts)
-			if got := bytes.Contains(fast, []byte(":KUBE-SERVICES")); got != tc.wantFixed {
-				t.Errorf("KUBE-SERVICES written: %v, want %v\n%s", got, tc.wantFixed, fast)
-			}
 			want := loaded.Clone()
 			if err := want.Restore("slow", bytes.NewReader(slow)); err != nil {
 				t.Fatal(err)
 			}
-			got := restoreBlocks(t, loaded, fast, 0)
-			sameView(t, "with PreviousMap", got, want, Everything)
-			if tc.name == "endpoints moved" && bytes.Count(fast, []byte("-X KUBE-SEP-")) != 4 {
-				t.Errorf("want the 4 moved endpoints' old chains deleted:\n%s", fast)
-			}
-			if tc.name == "nothing changed" && len(fast) != 0 {
-				t.Errorf("restore for no change:\n%s", fast)
+			opts.PreviousMap = a
+			for _, changed := range [][]string{nil, changedKeys(a, tc.next)} {
+				opts.Changed = changed
+				fast := write(t, tc.next, opts)
+				if got := bytes.Contains(fast, []byte(":KUBE-SERVICES")); got != tc.wantFixed {
+					t.Errorf("Changed %v: KUBE-SERVICES written: %v, want %v\n%s", changed, got, tc.wantFixed, fast)
+				}
+				got := restoreBlocks(t, loaded, fast, 0)
+				sameView(t, fmt.Sprintf("with PreviousMap, Changed %v", changed), got, want, Everything)
+				if tc.name == "endpoints moved" && bytes.Count(fast, []byte("-X KUBE-SEP-")) != 4 {
+					t.Errorf("want the 4 moved endpoints' old chains deleted:\n%s", fast)
+				}
+				if tc.name == "nothing changed" && len(fast) != 0 {
+					t.Errorf("restore for no change:\n%s", fast)
+				}
 			}
 		})
+	}
+}
+
+// changedKeys lists the Services that are not the same *ir.Service in both maps, as
+// compiler.Session reports them: sorted as strings.
+func changedKeys(a, b *ir.ServiceMap) []string {
+	keys := []string{}
+	pairs(a.Services, b.Services, func(old, s *ir.Service) {
+		if old != s {
+			keys = append(keys, cmp.Or(old, s).Key())
+		}
+	})
+	sort.Strings(keys)
+	return keys
+}
+
+// Options.Changed names Services by key, and they are found in the map's order
+// (namespace, then name), which is not the keys' order as strings: "ns-x/web" sorts
+// before "ns/web". Services the list leaves out are taken as they were, even when
+// they changed: the list is trusted.
+func TestChangedHint(t *testing.T) {
+	manifest := func(endpoint string) []byte {
+		var b strings.Builder
+		for i, ns := range []string{"ns", "ns-x"} {
+			fmt.Fprintf(&b, `---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: %[1]s}
+spec: {clusterIP: 198.19.0.%[2]d, ports: [{name: http, port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: %[1]s, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 80}]
+endpoints: [{addresses: [%[3]s]}]
+`, ns, 10+i, endpoint)
+		}
+		return []byte(b.String())
+	}
+	a, b := compileYAML(t, manifest("198.18.1.1")), compileYAML(t, manifest("198.18.1.2"))
+	loaded := mustParse(t, string(write(t, a, Options{Format: NoFlush})))
+	for _, tc := range []struct {
+		changed []string
+		want    []string // service ports whose chains are written
+	}{
+		{[]string{"ns-x/web", "ns/web"}, []string{"ns/web:http", "ns-x/web:http"}},
+		{[]string{"ns-x/web"}, []string{"ns-x/web:http"}},
+		{[]string{"ns/web"}, []string{"ns/web:http"}},
+		{[]string{}, nil},
+	} {
+		out := write(t, b, Options{Format: NoFlush, Previous: loaded, PreviousMap: a, Changed: tc.changed, Minimal: true})
+		rs := mustParse(t, string(out))
+		var got []string
+		if nat := rs.Table("nat"); nat != nil {
+			for _, c := range nat.Chains {
+				if strings.HasPrefix(c.Name, "KUBE-SVC-") {
+					got = append(got, FindOwners(rs).Label(c.Name))
+				}
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("Changed %q: wrote the chains of %q, want %q\n%s", tc.changed, got, tc.want, out)
+		}
 	}
 }

@@ -21,14 +21,16 @@ import (
 // keeps the result, and each Refresh reads again only the files that changed since
 // (by size, time and content) and recompiles only what they touch (see
 // compiler.Session). A change to EndpointSlices, Endpoints or Pods alone recompiles
-// just their Services, in milliseconds on a 10,000-Service cluster; give the returned
-// Update to iptables.WriteChanges for the smallest restore:
+// just their Services, in milliseconds on a 10,000-Service cluster; the returned
+// update names them, so a restore against the rules loaded from up.Prev looks at them
+// alone:
 //
 //	w, res, err := pipeline.NewWatch(in, settings)   // res as Run returns it
 //	...
 //	up, err := w.Refresh()                            // on every tick
 //	if err == nil && up != nil {
-//		err = iptables.WriteChanges(out, up.Prev, up.Map, up.Changed)
+//		err = iptables.Write(out, up.Map, iptables.Options{Previous: loaded,
+//			PreviousMap: up.Prev, Changed: up.Changed, Minimal: true})
 //	}
 //
 // A Watch reads files, so it lives here and not in the compiler; it is not safe for

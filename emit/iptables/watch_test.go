@@ -135,7 +135,9 @@ func steps() []step {
 
 // TestSessionAndChanges walks a cluster through changes: after each, the Session's
 // map equals a full compile of the same inputs, it names the Services it recompiled,
-// and WriteChanges, restored over the previous rules, leaves exactly the full rules.
+// and the partial restore against the previous rules and map (apply --watch's), with
+// the Session's list of changed Services, without it, and as a full sync, leaves
+// exactly the full rules.
 func TestSessionAndChanges(t *testing.T) {
 	c := generated(t, 60)
 	sess, up, err := compiler.NewSession(c, compiler.ResolveOptions{}, sessionOpts)
@@ -160,27 +162,30 @@ func TestSessionAndChanges(t *testing.T) {
 		if up.All != s.all || !s.all && !reflect.DeepEqual(up.Changed, s.changed) {
 			t.Errorf("%s: update says all=%v changed=%v, want all=%v changed=%v", s.name, up.All, up.Changed, s.all, s.changed)
 		}
-		changed := up.Changed
-		if up.All {
-			changed = nil
-		}
-		var delta bytes.Buffer
-		if err := WriteChanges(&delta, prev, up.Map, changed); err != nil {
-			t.Fatal(err)
-		}
-		switch s.name {
-		case "one endpoint moves":
-			if delta.Len() > 5000 || bytes.Contains(delta.Bytes(), []byte("KUBE-SERVICES")) {
-				t.Errorf("%s: %d bytes; want at most 5000, and KUBE-SERVICES left alone:\n%s", s.name, delta.Len(), delta.Bytes())
+		for _, variant := range []string{"hint", "compare", "full sync"} {
+			opts := Options{Format: NoFlush, Previous: payload(t, prev), PreviousMap: prev, Minimal: true}
+			switch variant {
+			case "hint":
+				opts.Changed = up.Changed
+			case "full sync":
+				opts.FullSync, opts.Minimal = true, false
 			}
-		case "nothing really changed":
-			if delta.Len() != 0 {
-				t.Errorf("%s: wrote\n%s", s.name, delta.Bytes())
+			delta := write(t, up.Map, opts)
+			switch {
+			case variant == "full sync":
+			case s.name == "one endpoint moves":
+				if len(delta) > 5000 || bytes.Contains(delta, []byte("KUBE-SERVICES")) {
+					t.Errorf("%s (%s): %d bytes; want at most 5000, and KUBE-SERVICES left alone:\n%s", s.name, variant, len(delta), delta)
+				}
+			case s.name == "nothing really changed":
+				if len(delta) != 0 {
+					t.Errorf("%s (%s): wrote\n%s", s.name, variant, delta)
+				}
 			}
-		}
-		state := restoreOver(t, payload(t, prev), delta.Bytes())
-		if got, want := dumpRules(state), dumpRules(payload(t, up.Map)); got != want {
-			t.Errorf("%s: previous rules + changes differ from the full rules:\n%s", s.name, diffLines(got, want))
+			state := restoreOver(t, payload(t, prev), delta)
+			if got, want := dumpRules(state), dumpRules(payload(t, up.Map)); got != want {
+				t.Errorf("%s (%s): previous rules + changes differ from the full rules:\n%s", s.name, variant, diffLines(got, want))
+			}
 		}
 	}
 }
