@@ -22,8 +22,8 @@ type IPTables struct {
 	spec map[*iptables.Rule]*iptables.Spec
 	// chains holds each chain's rules understood, and an index for long chains.
 	chains map[*iptables.Chain]*chainIndex
-	// labels names the Service behind each hashed chain, per table.
-	labels map[string]map[string]string
+	// owners names the Service port behind each hashed chain.
+	owners iptables.Owners
 	// sets are the ipsets "-m set" looks in (ipvs mode); nil without them.
 	sets map[string]*setIndex
 }
@@ -99,10 +99,9 @@ func NewIPTables(rs *iptables.Ruleset, host Host) (*IPTables, error) {
 			}
 		}
 	}
-	t.labels = map[string]map[string]string{}
+	t.owners = iptables.FindOwners(t.rs)
 	t.chains = map[*iptables.Chain]*chainIndex{}
 	for _, tb := range t.rs.Tables {
-		t.labels[tb.Name] = serviceLabels(tb, t.spec)
 		for _, c := range tb.Chains {
 			t.chains[c] = newChainIndex(c, t.spec)
 		}
@@ -312,7 +311,7 @@ func (t *IPTables) walk(tb *iptables.Table, c *iptables.Chain, st state, depth i
 				hit = s.fork(m.p)
 			}
 			hit.affinity = hit.affinity || m.setsAffinity
-			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: ci.texts[i], Service: t.labels[tb.Name][c.Name], P: m.p})
+			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: ci.texts[i], Service: t.owners.Label(c.Name), P: m.p})
 			results, err := t.apply(tb, spec, hit, depth)
 			if err != nil {
 				return nil, err

@@ -114,14 +114,13 @@ COMMIT
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := lt.labels["nat"]
 	for chain, w := range map[string]string{
 		"KUBE-SVC-XPGD46QRK7WJZT7O": "ns1/svc1:p80",
 		"KUBE-SEP-SXIVWICOYRO3J4NJ": "ns1/svc1:p80 -> 10.180.0.1:80",
 		"KUBE-SVC-GNZBNJ2PO5MGZ6GT": "", // the hash of ns2/svc2:p80, not of ns9/other:p80
 	} {
-		if got[chain] != w {
-			t.Errorf("%s: label %q, want %q", chain, got[chain], w)
+		if got := lt.owners.Label(chain); got != w {
+			t.Errorf("%s: label %q, want %q", chain, got, w)
 		}
 	}
 }

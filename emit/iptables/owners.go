@@ -48,33 +48,39 @@ func MapOwners(sm *ir.ServiceMap) Owners {
 // FindOwners names the hashed chains of rulesets from the rulesets alone. kube-proxy's
 // rules carry the service port in their comments ("ns1/svc1:p80 cluster IP"); every
 // name a comment gives is hashed with each protocol, and a chain whose name comes out is
-// that port's. A KUBE-SEP chain is checked against the hash of the port that jumps to
-// it (or its own comment) with the endpoint it DNATs to, so names hold even in
-// large-cluster mode, where endpoint rules have no comments. A chain no hash explains
-// takes the port of its own comment or of the chain that jumps to it, if there is one.
+// that port's. A KUBE-SEP chain is checked against the hash of the endpoint it DNATs
+// to with a port that its own rules' comments, the comments of the rules that jump to
+// it or the owners of the chains that jump to it name, so names hold even in
+// large-cluster mode, where endpoint rules have no comments. A name is taken only when
+// the hash gives the chain's name, so a hand-edited comment cannot mislabel a chain;
+// a chain no name hashes to has no owner.
 func FindOwners(rulesets ...*Ruleset) Owners {
 	o := Owners{}
 	exists := map[string]bool{}
 	ports := map[string]bool{}
 	jumpers := map[string][]string{} // endpoint chain -> chains that jump to it
+	named := map[string][]string{}   // endpoint chain -> ports its rules and jumps name
 	for _, rs := range rulesets {
 		for _, t := range rs.Tables {
 			for _, c := range t.Chains {
-				if !IsServiceChain(c.Name) {
-					for _, r := range c.Rules {
-						if p := commentPort(r.Args); p != "" {
-							ports[p] = true
-						}
-					}
-					continue
-				}
-				exists[c.Name] = true
+				isService := IsServiceChain(c.Name)
+				exists[c.Name] = isService
 				for _, r := range c.Rules {
-					if p := commentPort(r.Args); p != "" {
+					p := commentPort(r.Args)
+					if p != "" {
 						ports[p] = true
+					}
+					if !isService {
+						continue
+					}
+					if strings.HasPrefix(c.Name, prefixSEP) && p != "" {
+						named[c.Name] = append(named[c.Name], p)
 					}
 					if to := ruleTarget(r.Args); strings.HasPrefix(to, prefixSEP) {
 						jumpers[to] = append(jumpers[to], c.Name)
+						if p != "" {
+							named[to] = append(named[to], p)
+						}
 					}
 				}
 			}
@@ -95,7 +101,7 @@ func FindOwners(rulesets ...*Ruleset) Owners {
 			for _, c := range t.Chains {
 				if strings.HasPrefix(c.Name, prefixSEP) {
 					if _, done := o[c.Name]; !done {
-						o.endpointChain(c, jumpers[c.Name])
+						o.endpointChain(c, named[c.Name], jumpers[c.Name])
 					}
 				}
 			}
@@ -105,14 +111,10 @@ func FindOwners(rulesets ...*Ruleset) Owners {
 }
 
 // endpointChain names a KUBE-SEP chain from its DNAT target and the ports that could
-// own it.
-func (o Owners) endpointChain(c *Chain, jumpers []string) {
+// own it: the ones named, then the owners of the chains that jump to it.
+func (o Owners) endpointChain(c *Chain, named, jumpers []string) {
 	var ep, proto string
-	var candidates []string
 	for _, r := range c.Rules {
-		if p := commentPort(r.Args); p != "" {
-			candidates = append(candidates, p)
-		}
 		for i := 0; i+1 < len(r.Args); i++ {
 			switch r.Args[i] {
 			case "--to-destination":
@@ -122,19 +124,20 @@ func (o Owners) endpointChain(c *Chain, jumpers []string) {
 			}
 		}
 	}
+	if ep == "" {
+		return
+	}
+	candidates := named
 	for _, j := range jumpers {
 		if owner, ok := o[j]; ok {
 			candidates = append(candidates, owner.Port)
 		}
 	}
 	for _, p := range candidates {
-		if ep != "" && EndpointChain(p, proto, ep) == c.Name {
+		if EndpointChain(p, proto, ep) == c.Name {
 			o[c.Name] = Owner{Port: p, Endpoint: ep}
 			return
 		}
-	}
-	if len(candidates) > 0 {
-		o[c.Name] = Owner{Port: candidates[0], Endpoint: ep}
 	}
 }
 
