@@ -146,21 +146,15 @@ func (s *nftState) View(ViewOptions) *ruleview.View {
 	return v
 }
 
-// nftName finds a per-service chain name in text ("service-ULMVA6XW-ns1/svc1/tcp/p80",
-// "endpoint-...-ns1/svc1/tcp/p80__10.0.0.1/80").
-var nftName = regexp.MustCompile(`(?:service|local|external|firewall|endpoint)-[A-Z2-7]{8}-([^/\s]+)/([^/\s]+)/([a-z]+)/([^\s_]*)`)
-
-// nftPort is the service port ("ns/svc:port") a per-service name in text belongs to,
-// "" if none.
+// nftPort is the service port ("ns/svc:port") of the first per-service name in text
+// (a chain's name, a rule or an element line), "" if none.
 func nftPort(text string) string {
-	m := nftName.FindStringSubmatch(text)
-	if m == nil {
-		return ""
+	for _, w := range strings.Fields(text) {
+		if p := nft.PortOf(w); p != "" {
+			return p
+		}
 	}
-	if m[4] == "" {
-		return m[1] + "/" + m[2]
-	}
-	return m[1] + "/" + m[2] + ":" + m[4]
+	return ""
 }
 
 type nftPlan struct {

@@ -15,20 +15,11 @@ import (
 func nftLabels(st *nft.State) map[string]string {
 	out := map[string]string{}
 	for name, c := range st.Chains {
-		parts := strings.SplitN(name, "-", 3)
-		if len(parts) != 3 || !strings.Contains(parts[2], "/") {
+		label := nft.PortOf(name)
+		if label == "" {
 			continue
 		}
-		base, _, isEndpoint := strings.Cut(parts[2], "__")
-		f := strings.Split(base, "/")
-		if len(f) != 4 {
-			continue
-		}
-		label := f[0] + "/" + f[1]
-		if f[3] != "" {
-			label += ":" + f[3]
-		}
-		if isEndpoint {
+		if strings.Contains(name, "__") { // an endpoint's chain
 			for _, r := range c.Rules {
 				if m := nftDNATTo.FindStringSubmatch(r.Rule); m != nil {
 					label += " -> " + m[1]

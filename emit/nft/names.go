@@ -87,3 +87,30 @@ func IsServiceChain(name string) bool { return strings.Contains(name, "/") }
 
 // IsAffinitySet reports a per-endpoint affinity set.
 func IsAffinitySet(name string) bool { return strings.HasPrefix(name, prefixAffinity) }
+
+// PortOf is the service port ("ns/svc:port", or "ns/svc" for an unnamed port) that a
+// per-service chain or affinity set belongs to, read from its name: both
+// "service-ULMVA6XW-ns1/svc1/tcp/p80" and "endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80"
+// are ns1/svc1:p80. Any other name gives "".
+func PortOf(name string) string {
+	for _, prefix := range []string{prefixService, prefixLocal, prefixExternal, prefixFirewall, prefixEndpoint, prefixAffinity} {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		hash, base, ok := strings.Cut(rest, "-")
+		if !ok || len(hash) != 8 || strings.Trim(hash, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+			return ""
+		}
+		base, _, _ = strings.Cut(base, "__")
+		f := strings.Split(base, "/") // namespace, service, protocol, port name
+		if len(f) != 4 || f[0] == "" || f[1] == "" {
+			return ""
+		}
+		if f[3] == "" {
+			return f[0] + "/" + f[1]
+		}
+		return f[0] + "/" + f[1] + ":" + f[3]
+	}
+	return ""
+}

@@ -80,22 +80,10 @@ func partialOps(prev, want *State) []Op {
 	return ops
 }
 
-// ownerOf is the "namespace/service" a per-service chain or affinity set belongs to:
-// names look like "endpoint-HASH-ns/svc/tcp/port__10.0.0.1/80".
+// ownerOf is the "namespace/service" a per-service chain or affinity set belongs to.
 func ownerOf(name string) string {
-	_, rest, ok := strings.Cut(name, "-") // prefix
-	if !ok {
-		return ""
-	}
-	_, rest, ok = strings.Cut(rest, "-") // hash
-	if !ok {
-		return ""
-	}
-	parts := strings.SplitN(rest, "/", 3)
-	if len(parts) < 3 {
-		return ""
-	}
-	return parts[0] + "/" + parts[1]
+	svc, _, _ := strings.Cut(PortOf(name), ":")
+	return svc
 }
 
 // changedOwners lists the Services whose chains or affinity sets differ, sorted.
