@@ -13,6 +13,7 @@ import (
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
 )
@@ -62,15 +63,10 @@ func bigCluster(b *testing.B) (*ir.ServiceMap, string) {
 	return benchMap.sm, benchMap.file
 }
 
-func benchLab(b *testing.B) (*lab, string) {
-	l := &lab{prefix: fmt.Sprintf("svcgen-bench-%d-", os.Getpid())}
-	requireKernelB(b)
-	b.Cleanup(l.cleanup)
-	name := l.prefix + "node"
-	if out, err := l.try("ip", "netns", "add", name); err != nil {
-		b.Fatal(out, err)
-	}
-	return l, name
+// benchLab makes the node namespace of a benchmark.
+func benchLab(b *testing.B) (*netlab.Lab, string) {
+	l := netlab.New(b)
+	return l, l.NS("node")
 }
 
 // cpuTime is the CPU time (user and system) this process and its waited-for children
@@ -82,12 +78,6 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
 	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
 	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
-}
-
-func requireKernelB(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("real-kernel benchmark: run as root")
-	}
 }
 
 // BenchmarkApplyColdStart loads the cluster into an empty namespace (that holds another
@@ -102,7 +92,7 @@ func BenchmarkApplyColdStart(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				l, ns := benchLab(b)
-				if out, err := l.try("ip", "netns", "exec", ns, "sh", "-c", "printf '*nat\\n:OTHER-TOOL - [0:0]\\n-A PREROUTING -j OTHER-TOOL\\nCOMMIT\\n' | iptables-restore --noflush"); err != nil {
+				if out, err := l.Try("ip", "netns", "exec", ns, "sh", "-c", "printf '*nat\\n:OTHER-TOOL - [0:0]\\n-A PREROUTING -j OTHER-TOOL\\nCOMMIT\\n' | iptables-restore --noflush"); err != nil {
 					b.Fatal(out, err)
 				}
 				backend := apply.NewIPTables(sm.Family, 30*time.Second)
@@ -110,7 +100,7 @@ func BenchmarkApplyColdStart(b *testing.B) {
 				a := &apply.Applier{Backend: backend}
 				cpu := cpuTime()
 				b.StartTimer()
-				err := inNS(ns, func() error {
+				err := netlab.InNS(ns, func() error {
 					_, err := a.Sync(context.Background(), sm, apply.SyncOptions{})
 					return err
 				})
@@ -119,7 +109,7 @@ func BenchmarkApplyColdStart(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				l.cleanup()
+				l.Cleanup()
 			}
 			b.ReportMetric(cpus.Seconds()/float64(b.N), "cpu-s/op")
 		})
@@ -135,12 +125,12 @@ func BenchmarkApplyColdStart(b *testing.B) {
 			l, ns := benchLab(b)
 			cpu := cpuTime()
 			b.StartTimer()
-			if err := l.feed(ns, rules.Bytes(), "iptables-restore"); err != nil {
+			if err := l.Feed(ns, rules.Bytes(), "iptables-restore"); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
 			cpus += cpuTime() - cpu
-			l.cleanup()
+			l.Cleanup()
 		}
 		b.ReportMetric(cpus.Seconds()/float64(b.N), "cpu-s/op")
 	})
@@ -154,10 +144,10 @@ func BenchmarkApplyColdStart(b *testing.B) {
 func BenchmarkApplyOneEndpoint(b *testing.B) {
 	sm, _ := bigCluster(b)
 	l, ns := benchLab(b)
-	defer l.cleanup()
+	defer l.Cleanup()
 	a := &apply.Applier{Backend: apply.NewIPTables(sm.Family, 30*time.Second), Conntrack: apply.NetlinkConntrack{}}
 	ctx := context.Background()
-	if err := inNS(ns, func() error {
+	if err := netlab.InNS(ns, func() error {
 		_, err := a.Sync(ctx, sm, apply.SyncOptions{})
 		return err
 	}); err != nil {
@@ -169,7 +159,7 @@ func BenchmarkApplyOneEndpoint(b *testing.B) {
 			var written float64
 			var steps apply.Steps
 			cpu := cpuTime()
-			err := inNS(ns, func() error {
+			err := netlab.InNS(ns, func() error {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					moves++

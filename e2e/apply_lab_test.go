@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 )
 
@@ -83,7 +81,7 @@ COMMIT
 // in the node namespace, and a folder of manifests svcgen applies from.
 type node struct {
 	t    *testing.T
-	l    *lab
+	l    *netlab.Lab
 	c    *cluster
 	dir  string // manifests: the examples and extra.yaml
 	lock string
@@ -91,10 +89,10 @@ type node struct {
 }
 
 func newNode(t *testing.T) *node {
-	l := newLab(t)
+	l := netlab.New(t)
 	bin := svcgenBinary(t)
 	res := compileExamples(t)
-	n := &node{t: t, l: l, c: buildCluster(t, l, res.Map), dir: t.TempDir(), bin: bin}
+	n := &node{t: t, l: l, c: buildCluster(l, res.Map), dir: t.TempDir(), bin: bin}
 	n.lock = filepath.Join(n.dir, "..", "apply.lock")
 	for _, f := range []string{"cluster.yaml", "list.yaml"} {
 		data, err := os.ReadFile(filepath.Join("../examples", f))
@@ -103,7 +101,7 @@ func newNode(t *testing.T) *node {
 		}
 		n.write(f, string(data))
 	}
-	if err := l.feed(n.c.node, []byte(otherToolRules), "iptables-restore", "--noflush"); err != nil {
+	if err := l.Feed(n.c.node, []byte(otherToolRules), "iptables-restore", "--noflush"); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -146,7 +144,7 @@ func (n *node) apply(extra ...string) string {
 func (n *node) save() string {
 	n.t.Helper()
 	var lines []string
-	for _, l := range strings.Split(n.l.in(n.c.node, "iptables-save"), "\n") {
+	for _, l := range strings.Split(n.l.In(n.c.node, "iptables-save"), "\n") {
 		if strings.HasPrefix(l, "#") || l == "" {
 			continue
 		}
@@ -171,83 +169,6 @@ func otherRules(save string) string {
 	return strings.Join(out, "\n")
 }
 
-// serveEcho runs a TCP server in a namespace that answers each connection with id and
-// then echoes every line until the client closes it (at most 2 minutes).
-func (l *lab) serveEcho(ns string, addr netip.AddrPort, id string) {
-	l.t.Helper()
-	var ln net.Listener
-	if err := inNS(ns, func() (err error) {
-		ln, err = net.Listen("tcp", addr.String())
-		return err
-	}); err != nil {
-		l.t.Fatalf("serving %s in %s: %v", addr, ns, err)
-	}
-	l.t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(2 * time.Minute))
-				fmt.Fprintln(c, id)
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					c.Write([]byte(line))
-				}
-			}()
-		}
-	}()
-}
-
-// serveUDP answers every datagram to addr with id.
-func (l *lab) serveUDP(ns string, addr netip.AddrPort, id string) {
-	l.t.Helper()
-	var pc net.PacketConn
-	if err := inNS(ns, func() (err error) {
-		pc, err = net.ListenPacket("udp", addr.String())
-		return err
-	}); err != nil {
-		l.t.Fatalf("serving udp %s in %s: %v", addr, ns, err)
-	}
-	l.t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			_, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(id), from)
-		}
-	}()
-}
-
-// askUDP sends one datagram from a fixed source address and returns the answer.
-func askUDP(ns string, from, to netip.AddrPort) (string, error) {
-	var pc net.PacketConn
-	if err := inNS(ns, func() (err error) {
-		pc, err = net.ListenPacket("udp", from.String())
-		return err
-	}); err != nil {
-		return "", err
-	}
-	defer pc.Close()
-	pc.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := pc.WriteTo([]byte("?"), net.UDPAddrFromAddrPort(to)); err != nil {
-		return "", err
-	}
-	buf := make([]byte, 512)
-	n, _, err := pc.ReadFrom(buf)
-	return string(buf[:n]), err
-}
-
 // compileDir compiles a manifests folder, for the addresses the tests connect to.
 func compileDir(t *testing.T, dir string) *pipeline.Result {
 	t.Helper()
@@ -263,12 +184,12 @@ func compileDir(t *testing.T, dir string) *pipeline.Result {
 // returns nil when iptables uses the legacy backend.
 func (n *node) ruleHandles() map[string][]string {
 	n.t.Helper()
-	if !strings.Contains(n.l.in(n.c.node, "iptables", "-V"), "nf_tables") {
+	if !strings.Contains(n.l.In(n.c.node, "iptables", "-V"), "nf_tables") {
 		return nil
 	}
 	out := map[string][]string{}
 	chain := ""
-	for _, l := range strings.Split(n.l.in(n.c.node, "nft", "-a", "list", "table", "ip", "nat"), "\n") {
+	for _, l := range strings.Split(n.l.In(n.c.node, "nft", "-a", "list", "table", "ip", "nat"), "\n") {
 		l = strings.TrimSpace(l)
 		if strings.HasPrefix(l, "chain ") {
 			chain = strings.Fields(l)[1]

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
+	"github.com/svcgen/svcgen/internal/netlab"
 )
 
 // TestApply: apply loads the examples next to another tool's rules, which survive; the
@@ -66,15 +67,15 @@ func TestApply(t *testing.T) {
 func TestApplyOneEndpoint(t *testing.T) {
 	n := newNode(t)
 	keepIP := netip.MustParseAddr("198.18.1.61")
-	keepNS := n.c.pod(t, n.l, keepIP)
-	n.l.serveEcho(keepNS, netip.AddrPortFrom(keepIP, 7000), "keep")
+	keepNS := n.l.Pod(n.c.node, n.c.nodeIP, keepIP)
+	n.l.ServeEcho(keepNS, netip.AddrPortFrom(keepIP, 7000), "keep")
 	n.write("extra.yaml", svcWithEndpointsPort("keep", "198.19.1.61", 7000, "198.18.1.61")+"---\n"+
 		svcWithEndpointsPort("moving", "198.19.1.71", 8080, "198.18.1.71", "198.18.1.72"))
 	n.apply()
 
 	// A long-lived connection to keep.
 	var conn net.Conn
-	if err := inNS(n.c.client, func() (err error) {
+	if err := netlab.InNS(n.c.client, func() (err error) {
 		conn, err = net.DialTimeout("tcp", "198.19.1.61:80", 2*time.Second)
 		return err
 	}); err != nil {
@@ -181,7 +182,7 @@ func TestAuditRepair(t *testing.T) {
 	n.apply()
 	hello := findPort(t, n.c.sm, "default", "hello-service")
 	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
-	n.l.in(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
+	n.l.In(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
 	out, stderr, err := n.svcgen("audit", "-f", n.dir, "--live")
 	if err == nil {
 		t.Fatalf("audit found no drift:\n%s", out)
@@ -207,7 +208,7 @@ func TestCleanup(t *testing.T) {
 	before := n.save()
 	n.apply()
 	nftables := "table ip kube-proxy {\n chain services {\n }\n}\ntable ip other-tool {\n chain c {\n }\n}\n"
-	if err := n.l.feed(n.c.node, []byte(nftables), "nft", "-f", "-"); err != nil {
+	if err := n.l.Feed(n.c.node, []byte(nftables), "nft", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 	if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil {
@@ -216,7 +217,7 @@ func TestCleanup(t *testing.T) {
 	if got := n.save(); got != before {
 		t.Errorf("after cleanup:\n%s\nwant the other tool's rules only:\n%s", got, before)
 	}
-	if tables := n.l.in(n.c.node, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") || !strings.Contains(tables, "table ip other-tool") {
+	if tables := n.l.In(n.c.node, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") || !strings.Contains(tables, "table ip other-tool") {
 		t.Errorf("nft tables after cleanup:\n%s", tables)
 	}
 	if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil || !strings.Contains(stderr, "nothing to remove") {
@@ -278,8 +279,8 @@ func TestApplyConntrack(t *testing.T) {
 	n := newNode(t)
 	a, b := netip.MustParseAddr("198.18.1.81"), netip.MustParseAddr("198.18.1.82")
 	for _, ip := range []netip.Addr{a, b} {
-		ns := n.c.pod(t, n.l, ip)
-		n.l.serveUDP(ns, netip.AddrPortFrom(ip, 5353), ip.String())
+		ns := n.l.Pod(n.c.node, n.c.nodeIP, ip)
+		n.l.ServeUDP(ns, netip.AddrPortFrom(ip, 5353), ip.String())
 	}
 	dns := func(ips ...string) string {
 		var eps strings.Builder
@@ -305,14 +306,14 @@ endpoints:
 	from := netip.AddrPortFrom(clientIP, 40053)
 	n.write("extra.yaml", dns(a.String()))
 	n.apply()
-	if got, err := askUDP(n.c.client, from, vip); err != nil || got != a.String() {
+	if got, err := netlab.AskUDP(n.c.client, from, vip); err != nil || got != a.String() {
 		t.Fatalf("first datagram: %q, %v", got, err)
 	}
 	n.write("extra.yaml", dns(b.String()))
 	if msg := n.apply(); !strings.Contains(msg, "stale UDP entries deleted") {
 		t.Errorf("apply: %s", msg)
 	}
-	if got, err := askUDP(n.c.client, from, vip); err != nil || got != b.String() {
+	if got, err := netlab.AskUDP(n.c.client, from, vip); err != nil || got != b.String() {
 		t.Errorf("after the endpoint moved, the same flow reached %q (%v); want %s", got, err, b)
 	}
 }
@@ -375,7 +376,7 @@ func TestApplyWatch(t *testing.T) {
 		t.Helper()
 		// net/http dials from goroutines of its own, outside the namespace: dial here.
 		var c net.Conn
-		if err := inNS(n.c.node, func() (err error) {
+		if err := netlab.InNS(n.c.node, func() (err error) {
 			c, err = net.DialTimeout("tcp", "127.0.0.1:10249", 2*time.Second)
 			return err
 		}); err != nil {
@@ -415,7 +416,7 @@ func TestApplyWatch(t *testing.T) {
 	// A rule deleted by hand comes back at the next interval.
 	hello := findPort(t, n.c.sm, "default", "hello-service")
 	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
-	n.l.in(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
+	n.l.In(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
 	waitLog("the repair", func(l string) bool {
 		return strings.Contains(l, "reason=interval") && strings.Contains(l, "drift=repaired")
 	})
@@ -452,17 +453,17 @@ func TestApplyIPVSNeedsKernel(t *testing.T) {
 func TestApplyNFT(t *testing.T) {
 	n := newNode(t)
 	keepIP := netip.MustParseAddr("198.18.1.61")
-	keepNS := n.c.pod(t, n.l, keepIP)
-	n.l.serveEcho(keepNS, netip.AddrPortFrom(keepIP, 7000), "keep")
+	keepNS := n.l.Pod(n.c.node, n.c.nodeIP, keepIP)
+	n.l.ServeEcho(keepNS, netip.AddrPortFrom(keepIP, 7000), "keep")
 	extra := func(moving string) string {
 		return svcWithEndpointsPort("keep", "198.19.1.61", 7000, "198.18.1.61") + "---\n" +
 			svcWithEndpointsPort("moving", "198.19.1.71", 8080, "198.18.1.71", moving)
 	}
 	n.write("extra.yaml", extra("198.18.1.72"))
-	if err := n.l.feed(n.c.node, []byte("table ip other-tool {\n chain c {\n  type filter hook input priority 10 ;\n  ip saddr 198.18.7.7 accept\n }\n}\n"), "nft", "-f", "-"); err != nil {
+	if err := n.l.Feed(n.c.node, []byte("table ip other-tool {\n chain c {\n  type filter hook input priority 10 ;\n  ip saddr 198.18.7.7 accept\n }\n}\n"), "nft", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	otherTable := n.l.in(n.c.node, "nft", "list", "table", "ip", "other-tool")
+	otherTable := n.l.In(n.c.node, "nft", "list", "table", "ip", "other-tool")
 	before := otherRules(n.save())
 	nftApply := func(args ...string) string {
 		t.Helper()
@@ -479,7 +480,7 @@ func TestApplyNFT(t *testing.T) {
 	}
 
 	var conn net.Conn
-	if err := inNS(n.c.client, func() (err error) {
+	if err := netlab.InNS(n.c.client, func() (err error) {
 		conn, err = net.DialTimeout("tcp", "198.19.1.61:80", 2*time.Second)
 		return err
 	}); err != nil {
@@ -517,7 +518,7 @@ func TestApplyNFT(t *testing.T) {
 			chain, handle = c, strings.Fields(hs)[0]
 		}
 	}
-	n.l.in(n.c.node, "nft", "delete", "rule", "ip", "kube-proxy", chain, "handle", handle)
+	n.l.In(n.c.node, "nft", "delete", "rule", "ip", "kube-proxy", chain, "handle", handle)
 	out, _, err := n.svcgen("audit", "-f", n.dir, "-m", "nftables", "--live")
 	if err == nil || !strings.Contains(out, "different "+hello.Name.String()) {
 		t.Errorf("audit after a rule was deleted: %v\n%s", err, out)
@@ -531,10 +532,10 @@ func TestApplyNFT(t *testing.T) {
 	if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, stderr)
 	}
-	if tables := n.l.in(n.c.node, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") {
+	if tables := n.l.In(n.c.node, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") {
 		t.Errorf("after cleanup: %s", tables)
 	}
-	if got := n.l.in(n.c.node, "nft", "list", "table", "ip", "other-tool"); got != otherTable {
+	if got := n.l.In(n.c.node, "nft", "list", "table", "ip", "other-tool"); got != otherTable {
 		t.Errorf("the other program's table changed:\n%s\nwant\n%s", got, otherTable)
 	}
 	if got := otherRules(n.save()); got != before {
@@ -547,7 +548,7 @@ func nftHandles(t *testing.T, n *node) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	chain := ""
-	for _, l := range strings.Split(n.l.in(n.c.node, "nft", "-a", "list", "table", "ip", "kube-proxy"), "\n") {
+	for _, l := range strings.Split(n.l.In(n.c.node, "nft", "-a", "list", "table", "ip", "kube-proxy"), "\n") {
 		l = strings.TrimSpace(l)
 		if strings.HasPrefix(l, "chain ") {
 			chain = strings.Fields(l)[1]

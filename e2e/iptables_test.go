@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
 )
@@ -39,32 +40,23 @@ func compileExamples(t *testing.T) *pipeline.Result {
 	return res
 }
 
-func buildCluster(t *testing.T, l *lab, sm *ir.ServiceMap) *cluster {
+func buildCluster(l *netlab.Lab, sm *ir.ServiceMap) *cluster {
 	c := &cluster{sm: sm, nodeIP: sm.Node.IP, externalIP: externalIP}
-	c.node = l.ns("node")
-	l.in(c.node, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	c.external = l.ns("ext")
-	l.link(c.node, c.nodeIP.String()+"/24", c.external, externalIP.String()+"/24")
-	sink := l.ns("sink")
-	l.link(c.node, sinkNet[0], sink, sinkNet[1])
-	l.in(c.node, "ip", "route", "add", "default", "via", strings.Split(sinkNet[1], "/")[0])
-	c.client = c.pod(t, l, clientIP)
+	c.node = l.NS("node")
+	l.In(c.node, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	c.external = l.NS("ext")
+	l.Link(c.node, c.nodeIP.String()+"/24", c.external, externalIP.String()+"/24")
+	sink := l.NS("sink")
+	l.Link(c.node, sinkNet[0], sink, sinkNet[1])
+	l.In(c.node, "ip", "route", "add", "default", "via", strings.Split(sinkNet[1], "/")[0])
+	c.client = l.Pod(c.node, c.nodeIP, clientIP)
 	for ip, ports := range endpointAddresses(sm) {
-		ns := c.pod(t, l, ip)
+		ns := l.Pod(c.node, c.nodeIP, ip)
 		for _, p := range ports {
-			l.serve(ns, netip.AddrPortFrom(ip, p), netip.AddrPortFrom(ip, p).String())
+			l.Serve(ns, netip.AddrPortFrom(ip, p), netip.AddrPortFrom(ip, p).String())
 		}
 	}
 	return c
-}
-
-// pod makes a namespace with one address, linked to the node.
-func (c *cluster) pod(t *testing.T, l *lab, ip netip.Addr) string {
-	ns := l.ns("p" + strings.ReplaceAll(ip.String(), ".", "-"))
-	nodeDev, podDev := l.link(c.node, "", ns, ip.String()+"/32")
-	l.in(c.node, "ip", "route", "add", ip.String()+"/32", "dev", nodeDev)
-	l.in(ns, "ip", "route", "add", "default", "via", c.nodeIP.String(), "dev", podDev, "onlink")
-	return ns
 }
 
 // endpointAddresses lists every endpoint (ready or not) with its ports.
@@ -124,7 +116,7 @@ func keys(h map[string]int) []string {
 // TestIPTablesExamples loads the compiled examples into a node namespace with the real
 // iptables-restore (nf_tables and legacy backends) and checks with real connections.
 func TestIPTablesExamples(t *testing.T) {
-	requireKernel(t)
+	netlab.Require(t)
 	res := compileExamples(t)
 	var rules bytes.Buffer
 	if err := iptables.Write(&rules, res.Map, iptables.Options{}); err != nil {
@@ -135,9 +127,9 @@ func TestIPTablesExamples(t *testing.T) {
 			if _, err := exec.LookPath(restore); err != nil {
 				t.Fatalf("%s is not installed: %v", restore, err)
 			}
-			l := newLab(t)
-			c := buildCluster(t, l, res.Map)
-			if err := l.feed(c.node, rules.Bytes(), restore); err != nil {
+			l := netlab.New(t)
+			c := buildCluster(l, res.Map)
+			if err := l.Feed(c.node, rules.Bytes(), restore); err != nil {
 				t.Fatal(err)
 			}
 			checkExamples(t, c)
@@ -150,7 +142,7 @@ func checkExamples(t *testing.T, c *cluster) {
 	vip := netip.AddrPortFrom(hello.ClusterIP, hello.Port)
 	t.Run("ClusterIP spreads over ready pods only", func(t *testing.T) {
 		for _, from := range []string{c.client, c.node} {
-			h := histogram(t, from, vip, 60)
+			h := netlab.Histogram(t, from, vip, 60)
 			if got, want := keys(h), readyEndpoints(hello); strings.Join(got, " ") != strings.Join(want, " ") {
 				t.Errorf("from %s: reached %v (%v), want every ready endpoint %v and nothing else", from, got, h, want)
 			}
@@ -158,7 +150,7 @@ func checkExamples(t *testing.T, c *cluster) {
 	})
 	t.Run("NodePort answers from another host", func(t *testing.T) {
 		np := findPort(t, c.sm, "default", "hello-service2")
-		h := histogram(t, c.external, netip.AddrPortFrom(c.nodeIP, np.NodePort), 30)
+		h := netlab.Histogram(t, c.external, netip.AddrPortFrom(c.nodeIP, np.NodePort), 30)
 		for id := range h {
 			if !contains(readyEndpoints(np), id) {
 				t.Errorf("NodePort reached %s, not a ready endpoint (%v)", id, h)
@@ -168,8 +160,8 @@ func checkExamples(t *testing.T, c *cluster) {
 	t.Run("no endpoints is refused at once", func(t *testing.T) {
 		p := findPort(t, c.sm, "shop", "checkout")
 		start := time.Now()
-		_, err := dial(c.client, netip.AddrPortFrom(p.ClusterIP, p.Port), 3*time.Second)
-		if err != errRefused || time.Since(start) > time.Second {
+		_, err := netlab.Dial(c.client, netip.AddrPortFrom(p.ClusterIP, p.Port), 3*time.Second)
+		if err != netlab.ErrRefused || time.Since(start) > time.Second {
 			t.Errorf("got %v after %v; want connection refused at once", err, time.Since(start))
 		}
 	})
@@ -178,7 +170,7 @@ func checkExamples(t *testing.T, c *cluster) {
 		if p.AffinitySeconds == 0 || len(readyEndpoints(p)) < 2 {
 			t.Fatalf("examples changed: shop/cart should have ClientIP affinity and two endpoints")
 		}
-		h := histogram(t, c.client, netip.AddrPortFrom(p.ClusterIP, p.Port), 20)
+		h := netlab.Histogram(t, c.client, netip.AddrPortFrom(p.ClusterIP, p.Port), 20)
 		if len(h) != 1 {
 			t.Errorf("one client reached %v; want one pod", h)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/emit/ipvsadm"
+	"github.com/svcgen/svcgen/internal/netlab"
 )
 
 // This kernel has no IPVS (e2e/ipvsvm boots one that has), but the ipset and iptables
@@ -15,7 +16,7 @@ import (
 // chains with iptables-restore --noflush, which refuses a -m set rule whose set does
 // not exist, so the load checks every reference.
 func TestIPVSSetsAndChainsLoad(t *testing.T) {
-	l := newLab(t)
+	l := netlab.New(t)
 	n := ipvsadm.Build(compileExamples(t).Map)
 	var sets, payload bytes.Buffer
 	if err := ipvsadm.WriteSets(&sets, n.Sets); err != nil {
@@ -25,21 +26,21 @@ func TestIPVSSetsAndChainsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bare := l.ns("bare")
-	if err := l.feed(bare, payload.Bytes(), "iptables-restore", "--noflush"); err == nil {
+	bare := l.NS("bare")
+	if err := l.Feed(bare, payload.Bytes(), "iptables-restore", "--noflush"); err == nil {
 		t.Error("the companion chains loaded where their sets do not exist: -m set references went unchecked")
 	}
 
-	node := l.ns("node")
+	node := l.NS("node")
 	for run := 1; run <= 2; run++ { // the second run must converge to the same state
-		if err := l.feed(node, sets.Bytes(), "ipset", "restore", "-exist"); err != nil {
+		if err := l.Feed(node, sets.Bytes(), "ipset", "restore", "-exist"); err != nil {
 			t.Fatalf("run %d: ipset restore: %v", run, err)
 		}
-		if err := l.feed(node, payload.Bytes(), "iptables-restore", "-w", "--noflush"); err != nil {
+		if err := l.Feed(node, payload.Bytes(), "iptables-restore", "-w", "--noflush"); err != nil {
 			t.Fatalf("run %d: iptables-restore --noflush: %v", run, err)
 		}
 	}
-	got, err := ipvsadm.ParseSetsBytes("ipset save", []byte(l.in(node, "ipset", "save")))
+	got, err := ipvsadm.ParseSetsBytes("ipset save", []byte(l.In(node, "ipset", "save")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestIPVSSetsAndChainsLoad(t *testing.T) {
 		}
 	}
 	for _, tbl := range []ipvsadm.Table{n.NAT, n.Filter} {
-		saved := l.in(node, "iptables-save", "-t", tbl.Name)
+		saved := l.In(node, "iptables-save", "-t", tbl.Name)
 		for _, c := range tbl.Chains {
 			if !strings.Contains(saved, ":"+c+" ") {
 				t.Errorf("%s: chain %s missing after the load", tbl.Name, c)
@@ -67,14 +68,14 @@ func TestIPVSSetsAndChainsLoad(t *testing.T) {
 // Sets belong to a network namespace on the kernels svcgen targets (since Linux 3.13):
 // a set made in a test namespace is not seen from another.
 func TestIPSetsArePerNamespace(t *testing.T) {
-	l := newLab(t)
-	a, b := l.ns("seta"), l.ns("setb")
+	l := netlab.New(t)
+	a, b := l.NS("seta"), l.NS("setb")
 	name := fmt.Sprintf("svcgen-probe-%d", os.Getpid())
-	l.in(a, "ipset", "create", name, "hash:ip")
-	if out := l.in(b, "ipset", "list", "-n"); strings.Contains(out, name) {
+	l.In(a, "ipset", "create", name, "hash:ip")
+	if out := l.In(b, "ipset", "list", "-n"); strings.Contains(out, name) {
 		t.Errorf("set %s made in %s shows in %s: sets are not per namespace here", name, a, b)
 	}
-	if out := l.in(a, "ipset", "list", "-n"); !strings.Contains(out, name) {
+	if out := l.In(a, "ipset", "list", "-n"); !strings.Contains(out, name) {
 		t.Errorf("set %s missing in its own namespace", name)
 	}
 }

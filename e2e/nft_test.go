@@ -12,6 +12,7 @@ import (
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/nft"
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"sigs.k8s.io/knftables"
 )
@@ -35,12 +36,12 @@ func nftScript(t *testing.T, res *pipeline.Result, opts nft.Options) []byte {
 }
 
 // listTable reads the kube-proxy table of a family back from the kernel.
-func (l *lab) listTable(ns string, family knftables.Family) (string, *nft.State) {
-	l.t.Helper()
-	out := l.in(ns, "nft", "list", "table", string(family), "kube-proxy")
+func listTable(t *testing.T, l *netlab.Lab, ns string, family knftables.Family) (string, *nft.State) {
+	t.Helper()
+	out := l.In(ns, "nft", "list", "table", string(family), "kube-proxy")
 	rs, err := nft.ParseBytes("nft list table", []byte(out))
 	if err != nil {
-		l.t.Fatalf("reading the listing back: %v\n%s", err, out)
+		t.Fatalf("reading the listing back: %v\n%s", err, out)
 	}
 	return out, rs.Tables[family]
 }
@@ -50,23 +51,23 @@ func (l *lab) listTable(ns string, family knftables.Family) (string, *nft.State)
 // the script twice leaves the same table; the listing reads back as the table svcgen
 // wrote; the staged script and a partial sync leave the same table as the whole one.
 func TestNFTablesExamples(t *testing.T) {
-	requireKernel(t)
+	netlab.Require(t)
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatalf("nft is not installed: %v", err)
 	}
 	res := compileNFT(t, "../examples")
 	script := nftScript(t, res, nft.Options{})
 	want := nft.Build(res.Map)
-	l := newLab(t)
-	c := buildCluster(t, l, res.Map)
-	if err := l.feed(c.node, script, "nft", "-f", "-"); err != nil {
+	l := netlab.New(t)
+	c := buildCluster(l, res.Map)
+	if err := l.Feed(c.node, script, "nft", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	first, listed := l.listTable(c.node, knftables.IPv4Family)
-	if err := l.feed(c.node, script, "nft", "-f", "-"); err != nil {
+	first, listed := listTable(t, l, c.node, knftables.IPv4Family)
+	if err := l.Feed(c.node, script, "nft", "-f", "-"); err != nil {
 		t.Fatalf("loading the script a second time: %v", err)
 	}
-	if second, _ := l.listTable(c.node, knftables.IPv4Family); second != first {
+	if second, _ := listTable(t, l, c.node, knftables.IPv4Family); second != first {
 		t.Errorf("loading the script twice changed the table:\n%s", lineDiff(first, second))
 	}
 	if !nft.Equivalent(listed, want) {
@@ -76,17 +77,17 @@ func TestNFTablesExamples(t *testing.T) {
 
 	t.Run("staged load leaves the same table", func(t *testing.T) {
 		staged := nftScript(t, res, nft.Options{Stages: true})
-		if err := l.feed(c.node, staged, "sh", "-s"); err != nil {
+		if err := l.Feed(c.node, staged, "sh", "-s"); err != nil {
 			t.Fatal(err)
 		}
-		if _, got := l.listTable(c.node, knftables.IPv4Family); !nft.Equivalent(got, want) {
+		if _, got := listTable(t, l, c.node, knftables.IPv4Family); !nft.Equivalent(got, want) {
 			t.Errorf("the staged script leaves another table")
 		}
 	})
 	t.Run("partial sync leaves the whole new table", func(t *testing.T) {
 		dir := editedExamples(t, "name: hello-service2\n", "name: hello-service3\n")
 		next := compileNFT(t, dir)
-		listing, _ := l.listTable(c.node, knftables.IPv4Family)
+		listing, _ := listTable(t, l, c.node, knftables.IPv4Family)
 		prev, err := nft.ParseBytes("listing", []byte(listing))
 		if err != nil {
 			t.Fatal(err)
@@ -95,10 +96,10 @@ func TestNFTablesExamples(t *testing.T) {
 		if bytes.Contains(partial, []byte("delete table")) || len(partial) == 0 {
 			t.Fatalf("want a partial sync, got:\n%s", partial)
 		}
-		if err := l.feed(c.node, partial, "nft", "-f", "-"); err != nil {
+		if err := l.Feed(c.node, partial, "nft", "-f", "-"); err != nil {
 			t.Fatalf("%v\n%s", err, partial)
 		}
-		if _, got := l.listTable(c.node, knftables.IPv4Family); !nft.Equivalent(got, nft.Build(next.Map)) {
+		if _, got := listTable(t, l, c.node, knftables.IPv4Family); !nft.Equivalent(got, nft.Build(next.Map)) {
 			t.Errorf("previous table + partial sync differs from the new whole table")
 		}
 	})
@@ -149,7 +150,7 @@ func lineDiff(a, b string) string {
 // the table the script describes. The steps of a multi-step case load in order, each
 // on top of the one before; a case with a "previous:" file loads that first.
 func TestNFTablesGoldenLoad(t *testing.T) {
-	requireKernel(t)
+	netlab.Require(t)
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatalf("nft is not installed: %v", err)
 	}
@@ -163,8 +164,8 @@ func TestNFTablesGoldenLoad(t *testing.T) {
 	if len(paths) < 40 {
 		t.Fatalf("found only %d golden nftables.nft files", len(paths))
 	}
-	l := newLab(t)
-	ns := l.ns("golden")
+	l := netlab.New(t)
+	ns := l.NS("golden")
 	var before []byte // the script text the namespace's table came from
 	for _, p := range paths {
 		dir := filepath.Dir(p)
@@ -173,16 +174,16 @@ func TestNFTablesGoldenLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.HasPrefix(filepath.Base(dir), "step-") || filepath.Base(dir) == "step-01" {
-			l.in(ns, "nft", "flush", "ruleset")
+			l.In(ns, "nft", "flush", "ruleset")
 			before = nil
 			if prev := previousFile(t, dir); prev != nil {
-				if err := l.feed(ns, prev, "nft", "-f", "-"); err != nil {
+				if err := l.Feed(ns, prev, "nft", "-f", "-"); err != nil {
 					t.Fatalf("%s: previous table: %v", dir, err)
 				}
 				before = prev
 			}
 		}
-		if err := l.feed(ns, script, "nft", "-f", "-"); err != nil {
+		if err := l.Feed(ns, script, "nft", "-f", "-"); err != nil {
 			t.Errorf("%s: nft -f refused it: %v", p, err)
 			continue
 		}
@@ -192,7 +193,7 @@ func TestNFTablesGoldenLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		for family, want := range rs.Tables {
-			if _, got := l.listTable(ns, family); !nft.Equivalent(got, want) {
+			if _, got := listTable(t, l, ns, family); !nft.Equivalent(got, want) {
 				t.Errorf("%s: the kernel's %s table reads back unlike the script's", p, family)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
@@ -125,10 +126,10 @@ func changesStep(t *testing.T, prev, next step, rules *iptables.Ruleset, all boo
 // fresh full load of the new state does, as iptables-save reports it. Rules from another
 // tool in the same tables survive.
 func TestPartialRestoreMatchesFullLoad(t *testing.T) {
-	l := newLab(t)
-	node, fresh := l.ns("node"), l.ns("fresh")
+	l := netlab.New(t)
+	node, fresh := l.NS("node"), l.NS("fresh")
 	other := []byte("*nat\n:OTHER-TOOL - [0:0]\n-A OTHER-TOOL -d 198.18.9.9/32 -j RETURN\n-A PREROUTING -j OTHER-TOOL\nCOMMIT\n")
-	if err := l.feed(node, other, "iptables-restore", "--noflush"); err != nil {
+	if err := l.Feed(node, other, "iptables-restore", "--noflush"); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range partialSteps {
@@ -138,19 +139,19 @@ func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 			continue
 		}
 		// The node's state before this step, to start each variant from it.
-		saved := []byte(l.in(node, "iptables-save"))
+		saved := []byte(l.In(node, "iptables-save"))
 		prev, err := iptables.ParseBytes("iptables-save", saved)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.feed(fresh, full, "iptables-restore"); err != nil {
+		if err := l.Feed(fresh, full, "iptables-restore"); err != nil {
 			t.Fatal(err)
 		}
 		mustRestore(t, l, fresh, other)
 		want := saveOf(t, l, fresh)
 		for _, variant := range []string{"partial", "minimal", "changes", "resync"} {
 			minimal := variant == "minimal"
-			if err := l.feed(node, saved, "iptables-restore"); err != nil {
+			if err := l.Feed(node, saved, "iptables-restore"); err != nil {
 				t.Fatal(err)
 			}
 			var partial []byte
@@ -171,17 +172,17 @@ func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 	}
 }
 
-func mustRestore(t *testing.T, l *lab, ns string, data []byte) {
+func mustRestore(t *testing.T, l *netlab.Lab, ns string, data []byte) {
 	t.Helper()
-	if err := l.feed(ns, data, "iptables-restore", "--noflush"); err != nil {
+	if err := l.Feed(ns, data, "iptables-restore", "--noflush"); err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
 }
 
 // saveOf is the node's nat and filter state as canonical rule keys, chain by chain.
-func saveOf(t *testing.T, l *lab, ns string) string {
+func saveOf(t *testing.T, l *netlab.Lab, ns string) string {
 	t.Helper()
-	rs, err := iptables.ParseBytes("iptables-save", []byte(l.in(ns, "iptables-save")))
+	rs, err := iptables.ParseBytes("iptables-save", []byte(l.In(ns, "iptables-save")))
 	if err != nil {
 		t.Fatal(err)
 	}

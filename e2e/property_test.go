@@ -12,6 +12,7 @@ import (
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/emit/nft"
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
 	"github.com/svcgen/svcgen/load"
@@ -40,12 +41,12 @@ var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_ac
 // must trace to what the service map says for every probe (svcgen verify over the
 // kernel's own text). No traffic is sent.
 func TestPropertyKernel(t *testing.T) {
-	l := newLab(t)
-	ns, nftns, vsns := l.ns("prop"), l.ns("propnft"), l.ns("propvs")
+	l := netlab.New(t)
+	ns, nftns, vsns := l.NS("prop"), l.NS("propnft"), l.NS("propvs")
 	nfacct := false
 	if _, err := exec.LookPath("nfacct"); err == nil {
 		for _, c := range nfacctCounters {
-			l.in(ns, "nfacct", "add", c)
+			l.In(ns, "nfacct", "add", c)
 		}
 		nfacct = true
 	} else if os.Getenv("CI") == "true" {
@@ -55,7 +56,7 @@ func TestPropertyKernel(t *testing.T) {
 	probes, ipvsLoaded := 0, 0
 	// KUBE-IPVS-OUT-FILTER's "-m ipvs" needs the kernel's xt_ipvs, which a kernel
 	// without IPVS lacks; clusters that need it skip the ipvs part there.
-	xtIPVS := l.feed(vsns, []byte("*filter\n:svcgen-probe - [0:0]\n-A svcgen-probe -m ipvs --vaddr 198.18.0.1/32 -j DROP\nCOMMIT\n"), "iptables-restore", "--noflush") == nil
+	xtIPVS := l.Feed(vsns, []byte("*filter\n:svcgen-probe - [0:0]\n-A svcgen-probe -m ipvs --vaddr 198.18.0.1/32 -j DROP\nCOMMIT\n"), "iptables-restore", "--noflush") == nil
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		ipv6 := seed%4 == 0
 		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0, IPv6: ipv6})
@@ -74,11 +75,11 @@ func TestPropertyKernel(t *testing.T) {
 			backends = []string{"ip6tables", "ip6tables-legacy"}
 		}
 		for _, backend := range backends {
-			if err := l.feed(ns, []byte(rules.String()), backend+"-restore"); err != nil {
+			if err := l.Feed(ns, []byte(rules.String()), backend+"-restore"); err != nil {
 				t.Errorf("seed %d: the kernel refused the rules (%s): %v", seed, backend, err)
 				continue
 			}
-			saved := l.in(ns, backend+"-save")
+			saved := l.In(ns, backend+"-save")
 			rs, err := iptables.ParseBytes(backend+"-save", []byte(saved))
 			if err != nil {
 				t.Fatalf("seed %d: reading %s-save: %v", seed, backend, err)
@@ -105,7 +106,7 @@ func TestPropertyKernel(t *testing.T) {
 // kernelNFT loads a cluster's nftables script with nft -f (twice: it must converge),
 // lists the ruleset back, and verifies nftables mode over the kernel's listing; it
 // returns the probes.
-func kernelNFT(t *testing.T, l *lab, ns string, seed uint64, res *pipeline.Result) int {
+func kernelNFT(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeline.Result) int {
 	t.Helper()
 	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.NFTables, PreferSameTrafficDistribution: true})
 	if err != nil {
@@ -116,11 +117,11 @@ func kernelNFT(t *testing.T, l *lab, ns string, seed uint64, res *pipeline.Resul
 		t.Fatal(err)
 	}
 	for run := 1; run <= 2; run++ {
-		if err := l.feed(ns, script.Bytes(), "nft", "-f", "-"); err != nil {
+		if err := l.Feed(ns, script.Bytes(), "nft", "-f", "-"); err != nil {
 			t.Fatalf("seed %d: the kernel refused the nftables script (run %d): %v", seed, run, err)
 		}
 	}
-	tr, err := trace.Open([]trace.File{{Name: "nft list ruleset", Data: []byte(l.in(ns, "nft", "list", "ruleset"))}}, verify.HostOf(sm))
+	tr, err := trace.Open([]trace.File{{Name: "nft list ruleset", Data: []byte(l.In(ns, "nft", "list", "ruleset"))}}, verify.HostOf(sm))
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
@@ -134,7 +135,7 @@ func kernelNFT(t *testing.T, l *lab, ns string, seed uint64, res *pipeline.Resul
 // kernelIPVS loads a cluster's ipvs sets and companion chains into a namespace, reads
 // them back, and verifies ipvs mode over the kernel's text; it returns the probes, and
 // false when the chains need "-m ipvs" and the kernel lacks it.
-func kernelIPVS(t *testing.T, l *lab, ns string, seed uint64, res *pipeline.Result, xtIPVS bool) (int, bool) {
+func kernelIPVS(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeline.Result, xtIPVS bool) (int, bool) {
 	t.Helper()
 	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.IPVS, PreferSameTrafficDistribution: true})
 	if err != nil {
@@ -158,21 +159,21 @@ func kernelIPVS(t *testing.T, l *lab, ns string, seed uint64, res *pipeline.Resu
 	if sm.Family == model.IPv6 {
 		ipt = "ip6tables"
 	}
-	l.in(ns, "sh", "-c", "ipset destroy "+ipvsadm.TempSet+" 2>/dev/null || :")
-	if err := l.feed(ns, sets.Bytes(), "ipset", "restore", "-exist"); err != nil {
+	l.In(ns, "sh", "-c", "ipset destroy "+ipvsadm.TempSet+" 2>/dev/null || :")
+	if err := l.Feed(ns, sets.Bytes(), "ipset", "restore", "-exist"); err != nil {
 		t.Fatalf("seed %d: ipset restore: %v", seed, err)
 	}
-	if err := l.feed(ns, payload.Bytes(), ipt+"-restore", "--noflush"); err != nil {
+	if err := l.Feed(ns, payload.Bytes(), ipt+"-restore", "--noflush"); err != nil {
 		t.Fatalf("seed %d: the kernel refused the ipvs companion chains: %v", seed, err)
 	}
 	for _, j := range ipvsadm.Jumps { // as the script ensures them
-		if _, err := l.try(append([]string{"ip", "netns", "exec", ns, ipt, "-t", j.Table, "-C", j.From}, j.Args()...)...); err != nil {
-			l.in(ns, append([]string{ipt, "-t", j.Table, "-I", j.From, "1"}, j.Args()...)...)
+		if _, err := l.Try(append([]string{"ip", "netns", "exec", ns, ipt, "-t", j.Table, "-C", j.From}, j.Args()...)...); err != nil {
+			l.In(ns, append([]string{ipt, "-t", j.Table, "-I", j.From, "1"}, j.Args()...)...)
 		}
 	}
 	tr, err := trace.Open([]trace.File{
-		{Name: "iptables-save", Data: []byte(l.in(ns, ipt+"-save"))},
-		{Name: "ipset save", Data: []byte(l.in(ns, "ipset", "save"))},
+		{Name: "iptables-save", Data: []byte(l.In(ns, ipt+"-save"))},
+		{Name: "ipset save", Data: []byte(l.In(ns, "ipset", "save"))},
 		{Name: "ipvsadm rules", Data: rules.Bytes()},
 	}, verify.HostOf(sm))
 	if err != nil {

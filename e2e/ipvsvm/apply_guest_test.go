@@ -13,14 +13,14 @@ import (
 
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 )
 
-// The apply tests run in namespaces of their own inside the guest ("an" is the node,
-// "ac" the client, "ar1".."ar3" and "ak" the endpoints), so they share nothing with
-// the script tests, which use the guest's own namespace.
+// The apply tests run in namespaces of a lab of their own inside the guest (the node,
+// the client, one per endpoint), so they share nothing with the script tests.
 const applyYAML = `
 apiVersion: v1
 kind: Node
@@ -102,78 +102,40 @@ func applyMap(t *testing.T, endpoints []string, extra string) *ir.ServiceMap {
 	return res.Map
 }
 
-// applyTopology makes the node namespace with another tool's rules and a virtual
-// server inside excludeCIDRs, the client, and one namespace per endpoint.
-func applyTopology(t *testing.T) {
-	in := func(ns string, args ...string) { sh(t, append([]string{"ip", "netns", "exec", ns}, args...)...) }
-	for _, ns := range []string{"an", "ac"} {
-		sh(t, "ip", "netns", "add", ns)
-		in(ns, "ip", "link", "set", "lo", "up")
-	}
-	in("an", "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
-	sh(t, "ip", "link", "add", "aeth", "netns", "an", "type", "veth", "peer", "name", "c0", "netns", "ac")
-	in("an", "ip", "addr", "add", "198.18.0.1/24", "dev", "aeth")
-	in("an", "ip", "addr", "add", "198.18.3.1/24", "dev", "lo") // makes 198.18.3.255 a broadcast address
-	in("an", "ip", "link", "set", "aeth", "up")
-	in("ac", "ip", "addr", "add", "198.18.0.2/24", "dev", "c0")
-	in("ac", "ip", "link", "set", "c0", "up")
-	in("ac", "ip", "route", "add", "default", "via", "198.18.0.1")
-	for i, ip := range []string{"198.18.1.1", "198.18.1.2", "198.18.1.3", "198.18.1.9"} {
-		ns, dev := fmt.Sprintf("ar%d", i+1), fmt.Sprintf("av%d", i+1)
-		sh(t, "ip", "netns", "add", ns)
-		sh(t, "ip", "link", "add", dev, "netns", "an", "type", "veth", "peer", "name", "p0", "netns", ns)
-		in("an", "ip", "link", "set", dev, "up")
-		in("an", "ip", "route", "add", ip+"/32", "dev", dev)
-		in(ns, "ip", "addr", "add", ip+"/32", "dev", "p0")
-		in(ns, "ip", "link", "set", "p0", "up")
-		in(ns, "ip", "link", "set", "lo", "up")
-		in(ns, "ip", "route", "add", "default", "via", "198.18.0.1", "dev", "p0", "onlink")
-		if ip == "198.18.1.9" {
-			serveEcho(t, ns, netip.MustParseAddrPort(ip+":7000"))
-		} else {
-			serve(t, ns, netip.MustParseAddrPort(ip+":8080"), ns)
-		}
-	}
-	in("an", "iptables", "-t", "nat", "-N", "OTHER-TOOL")
-	in("an", "iptables", "-t", "nat", "-A", "OTHER-TOOL", "-d", "198.18.9.9", "-j", "RETURN")
-	in("an", "iptables", "-t", "nat", "-A", "PREROUTING", "-j", "OTHER-TOOL")
-	in("an", "ipvsadm", "-A", "-t", "198.51.100.7:80", "-s", "rr")
+// applyLab is the topology of TestGuestApply.
+type applyLab struct {
+	l            *netlab.Lab
+	node, client string
+	endpoints    map[string]string // address -> its namespace, which web's servers answer with
 }
 
-// serveEcho answers each connection with "keep", then echoes lines.
-func serveEcho(t *testing.T, ns string, addr netip.AddrPort) {
-	var ln net.Listener
-	if err := inNS(ns, func() (err error) {
-		ln, err = net.Listen("tcp", addr.String())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				fmt.Fprintln(c, "keep")
-				r := bufio.NewReader(c)
-				for {
-					l, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					c.Write([]byte(l))
-				}
-			}()
+// applyTopology makes the node namespace with another tool's rules and a virtual
+// server inside excludeCIDRs, the client, and one namespace per endpoint.
+func applyTopology(t *testing.T) *applyLab {
+	l := netlab.New(t)
+	a := &applyLab{l: l, node: l.NS("node"), client: l.NS("client"), endpoints: map[string]string{}}
+	l.Link(a.node, "198.18.0.1/24", a.client, "198.18.0.2/24")
+	l.In(a.node, "ip", "addr", "add", "198.18.3.1/24", "dev", "lo") // makes 198.18.3.255 a broadcast address
+	l.In(a.client, "ip", "route", "add", "default", "via", "198.18.0.1")
+	for _, ip := range []string{"198.18.1.1", "198.18.1.2", "198.18.1.3", "198.18.1.9"} {
+		ns := l.Pod(a.node, nodeIP, netip.MustParseAddr(ip))
+		a.endpoints[ip] = ns
+		if ip == "198.18.1.9" {
+			l.ServeEcho(ns, netip.MustParseAddrPort(ip+":7000"), "keep")
+		} else {
+			l.Serve(ns, netip.MustParseAddrPort(ip+":8080"), ns)
 		}
-	}()
+	}
+	l.In(a.node, "iptables", "-t", "nat", "-N", "OTHER-TOOL")
+	l.In(a.node, "iptables", "-t", "nat", "-A", "OTHER-TOOL", "-d", "198.18.9.9", "-j", "RETURN")
+	l.In(a.node, "iptables", "-t", "nat", "-A", "PREROUTING", "-j", "OTHER-TOOL")
+	l.In(a.node, "ipvsadm", "-A", "-t", "198.51.100.7:80", "-s", "rr")
+	return a
 }
 
 // nodeState is what the node namespace holds: IPVS, sets, kube-ipvs0, tables.
-func nodeState(t *testing.T) string {
-	in := func(args ...string) string { return sh(t, append([]string{"ip", "netns", "exec", "an"}, args...)...) }
+func (a *applyLab) nodeState() string {
+	in := func(args ...string) string { return a.l.In(a.node, args...) }
 	var b strings.Builder
 	b.WriteString(in("ipvsadm", "-Sn"))
 	b.WriteString(in("ipset", "save"))
@@ -188,12 +150,12 @@ func nodeState(t *testing.T) string {
 
 func TestGuestApply(t *testing.T) {
 	insideGuest(t)
-	applyTopology(t)
+	lab := applyTopology(t)
 	ctx := context.Background()
 	a := &apply.Applier{Backend: apply.NewIPVS("IPv4", 5*time.Second)}
 	sync := func(sm *ir.ServiceMap, opts apply.SyncOptions) (*apply.Result, error) {
 		var res *apply.Result
-		err := inNS("an", func() (err error) {
+		err := netlab.InNS(lab.node, func() (err error) {
 			res, err = a.Sync(ctx, sm, opts)
 			return err
 		})
@@ -206,7 +168,7 @@ func TestGuestApply(t *testing.T) {
 	}
 	t.Logf("first apply: %s", res.Summary.Text)
 	want := ipvsadm.Build(three)
-	saved := sh(t, "ip", "netns", "exec", "an", "ipvsadm", "-Sn")
+	saved := lab.l.In(lab.node, "ipvsadm", "-Sn")
 	for _, vs := range want.Services {
 		if !strings.Contains(saved, ipvsadm.ServiceLine(vs)) {
 			t.Errorf("ipvsadm -Sn lacks %s:\n%s", ipvsadm.ServiceLine(vs), saved)
@@ -217,12 +179,12 @@ func TestGuestApply(t *testing.T) {
 			t.Errorf("the virtual server in excludeCIDRs is gone:\n%s", saved)
 		}
 	}
-	if tables := sh(t, "ip", "netns", "exec", "an", "iptables-save", "-t", "nat"); !strings.Contains(tables, "-A PREROUTING -j OTHER-TOOL") || !strings.Contains(tables, "-A KUBE-SERVICES") {
+	if tables := lab.l.In(lab.node, "iptables-save", "-t", "nat"); !strings.Contains(tables, "-A PREROUTING -j OTHER-TOOL") || !strings.Contains(tables, "-A KUBE-SERVICES") {
 		t.Errorf("nat table:\n%s", tables)
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 6; i++ {
-		id, err := dial("ac", clusterIP, 3*time.Second)
+		id, err := netlab.Dial(lab.client, clusterIP, 3*time.Second)
 		if err != nil {
 			t.Fatalf("connection %d to %s: %v", i+1, clusterIP, err)
 		}
@@ -239,7 +201,7 @@ func TestGuestApply(t *testing.T) {
 
 	// A connection to keep stays up while web loses an endpoint and gains none.
 	var conn net.Conn
-	if err := inNS("ac", func() (err error) {
+	if err := netlab.InNS(lab.client, func() (err error) {
 		conn, err = net.DialTimeout("tcp", "198.19.0.12:80", 3*time.Second)
 		return err
 	}); err != nil {
@@ -264,25 +226,25 @@ func TestGuestApply(t *testing.T) {
 		t.Errorf("the connection to keep did not survive: %q %v", l, err)
 	}
 	for i := 0; i < 4; i++ {
-		if id, err := dial("ac", clusterIP, 3*time.Second); err != nil || id == "ar2" {
+		if id, err := netlab.Dial(lab.client, clusterIP, 3*time.Second); err != nil || id == lab.endpoints["198.18.1.2"] {
 			t.Errorf("connection %d after the change: %q %v", i+1, id, err)
 		}
 	}
 
 	// The kernel refuses a real server: everything goes back as it was.
-	before := nodeState(t)
+	before := lab.nodeState()
 	_, err = sync(applyMap(t, []string{"198.18.1.1", "198.18.1.2"}, broken), apply.SyncOptions{})
 	var le *apply.LoadError
 	if !errors.As(err, &le) || le.Rollback != nil || !strings.Contains(le.Service, "demo/bad:tcp") || !strings.Contains(le.Rule, "198.18.3.255") {
 		t.Fatalf("apply of a refused real server: %v", err)
 	}
 	t.Logf("refused: %v", err)
-	if after := nodeState(t); after != before {
+	if after := lab.nodeState(); after != before {
 		t.Errorf("the failed apply left the node changed:\n%s\nwant\n%s", after, before)
 	}
 
 	// Cleanup leaves the other tool's rules and the excluded virtual server.
-	err = inNS("an", func() error {
+	err = netlab.InNS(lab.node, func() error {
 		for _, b := range apply.Cleaners(5 * time.Second) {
 			if _, err := apply.Cleanup(ctx, b, nil, false); err != nil {
 				return fmt.Errorf("%s: %w", b.Name(), err)
@@ -293,7 +255,7 @@ func TestGuestApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left := nodeState(t)
+	left := lab.nodeState()
 	for _, gone := range []string{"KUBE-", "198.19.0.10", ipvsadm.DummyInterface} {
 		if strings.Contains(left, gone) {
 			t.Errorf("after cleanup the node still has %s:\n%s", gone, left)

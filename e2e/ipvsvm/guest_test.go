@@ -1,15 +1,11 @@
 package ipvsvm
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,15 +14,15 @@ import (
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
+	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/load"
 	svcmodel "github.com/svcgen/svcgen/model"
-	"github.com/vishvananda/netns"
 )
 
-// The guest's cluster: node1 is the guest itself (198.18.0.1, facing a client
-// namespace), each endpoint a namespace of its own behind a veth. Addresses are in
-// 198.18.0.0/15; nothing leaves the guest.
+// The guest's cluster: node1 is a namespace (198.18.0.1, facing a client namespace),
+// each endpoint a namespace of its own behind a veth (internal/netlab). Addresses are
+// in 198.18.0.0/15; nothing leaves the guest.
 const clusterYAML = `
 apiVersion: v1
 kind: Node
@@ -121,10 +117,18 @@ func writeScript(t *testing.T, n *ipvsadm.Node, path string) {
 	}
 }
 
-// runScript runs the script and returns the changes it made to IPVS.
-func runScript(t *testing.T, path string) []string {
+// guest is the topology of TestGuest.
+type guest struct {
+	l            *netlab.Lab
+	node, client string
+	servers      []string // the namespace of each address in servers, which it answers with
+}
+
+// runScript runs the script in the node namespace and returns the changes it made to
+// IPVS.
+func (g *guest) runScript(t *testing.T, path string) []string {
 	t.Helper()
-	cmd := exec.Command("dash", path)
+	cmd := exec.Command("ip", "netns", "exec", g.node, "dash", path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if out, err := cmd.Output(); err != nil {
@@ -141,15 +145,6 @@ func runScript(t *testing.T, path string) []string {
 	return changes
 }
 
-func sh(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // TestGuest is the whole story on one kernel, in order: topology, the script twice,
 // what the kernel holds, real traffic, netlink through moby/ipvs, then a changed
 // cluster converging.
@@ -158,57 +153,49 @@ func TestGuest(t *testing.T) {
 	if err := ipvskernel.Check(); err != nil {
 		t.Fatalf("ipvskernel.Check in a kernel with ip_vs loaded: %v", err)
 	}
-	topology(t)
+	g := topology(t)
 	state := compile(t, true)
 	writeScript(t, state, "/tmp/a.sh")
-	first := runScript(t, "/tmp/a.sh")
+	first := g.runScript(t, "/tmp/a.sh")
 	if len(first) == 0 {
 		t.Fatal("the first run changed nothing in IPVS")
 	}
-	if again := runScript(t, "/tmp/a.sh"); len(again) != 0 {
+	if again := g.runScript(t, "/tmp/a.sh"); len(again) != 0 {
 		t.Fatalf("the second run changed IPVS again: %q", again)
 	}
-	t.Run("kernel state", func(t *testing.T) { checkKernel(t, state) })
-	t.Run("round robin", roundRobin)
-	t.Run("moby/ipvs", func(t *testing.T) { netlinkState(t, state) })
-	t.Run("converge", converge)
+	t.Run("kernel state", func(t *testing.T) { g.checkKernel(t, state) })
+	t.Run("round robin", g.roundRobin)
+	t.Run("moby/ipvs", func(t *testing.T) { g.netlinkState(t, state) })
+	t.Run("converge", g.converge)
 }
 
-// topology makes the client and the endpoint namespaces.
-func topology(t *testing.T) {
-	sh(t, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
-	sh(t, "ip", "netns", "add", "client")
-	sh(t, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "c0", "netns", "client")
-	sh(t, "ip", "addr", "add", nodeIP.String()+"/24", "dev", "eth0")
-	sh(t, "ip", "link", "set", "eth0", "up")
-	sh(t, "ip", "netns", "exec", "client", "ip", "addr", "add", clientIP.String()+"/24", "dev", "c0")
-	sh(t, "ip", "netns", "exec", "client", "ip", "link", "set", "c0", "up")
-	sh(t, "ip", "netns", "exec", "client", "ip", "link", "set", "lo", "up")
-	sh(t, "ip", "netns", "exec", "client", "ip", "route", "add", "default", "via", nodeIP.String())
-	for i, ip := range servers {
-		ns, dev := fmt.Sprintf("rs%d", i+1), fmt.Sprintf("v%d", i+1)
-		sh(t, "ip", "netns", "add", ns)
-		sh(t, "ip", "link", "add", dev, "type", "veth", "peer", "name", "p0", "netns", ns)
-		sh(t, "ip", "link", "set", dev, "up")
-		sh(t, "ip", "route", "add", ip.String()+"/32", "dev", dev)
-		sh(t, "ip", "netns", "exec", ns, "ip", "addr", "add", ip.String()+"/32", "dev", "p0")
-		sh(t, "ip", "netns", "exec", ns, "ip", "link", "set", "p0", "up")
-		sh(t, "ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-		sh(t, "ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", nodeIP.String(), "dev", "p0", "onlink")
-		serve(t, ns, netip.AddrPortFrom(ip, 8080), ns)
+// topology makes the node, the client and the endpoint namespaces.
+func topology(t *testing.T) *guest {
+	l := netlab.New(t)
+	g := &guest{l: l, node: l.NS("node"), client: l.NS("client")}
+	l.Link(g.node, nodeIP.String()+"/24", g.client, clientIP.String()+"/24")
+	l.In(g.client, "ip", "route", "add", "default", "via", nodeIP.String())
+	for _, ip := range servers {
+		ns := l.Pod(g.node, nodeIP, ip)
+		l.Serve(ns, netip.AddrPortFrom(ip, 8080), ns)
+		g.servers = append(g.servers, ns)
 	}
+	return g
 }
+
+// in runs a command in the node namespace.
+func (g *guest) in(args ...string) string { return g.l.In(g.node, args...) }
 
 // checkKernel reads the node back with the tools and svcgen's parsers.
-func checkKernel(t *testing.T, want *ipvsadm.Node) {
-	got, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn", []byte(sh(t, "ipvsadm", "-Sn")))
+func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
+	got, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn", []byte(g.in("ipvsadm", "-Sn")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a, b := rulesText(t, want.Services), rulesText(t, got); a != b {
 		t.Errorf("ipvsadm -Sn differs from the script's state:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-	sets, err := ipvsadm.ParseSetsBytes("ipset save", []byte(sh(t, "ipset", "save")))
+	sets, err := ipvsadm.ParseSetsBytes("ipset save", []byte(g.in("ipset", "save")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +217,7 @@ func checkKernel(t *testing.T, want *ipvsadm.Node) {
 		}
 	}
 	var addrs []string
-	for _, l := range strings.Split(sh(t, "ip", "-o", "-4", "addr", "show", "dev", ipvsadm.DummyInterface), "\n") {
+	for _, l := range strings.Split(g.in("ip", "-o", "-4", "addr", "show", "dev", ipvsadm.DummyInterface), "\n") {
 		if f := strings.Fields(l); len(f) > 3 {
 			addrs = append(addrs, f[3])
 		}
@@ -243,7 +230,7 @@ func checkKernel(t *testing.T, want *ipvsadm.Node) {
 		t.Errorf("kube-ipvs0 has %q, want %q", addrs, wantAddrs)
 	}
 	for _, tbl := range []ipvsadm.Table{want.NAT, want.Filter} {
-		rs, err := iptables.ParseBytes("iptables-save", []byte(sh(t, "iptables-save", "-t", tbl.Name)))
+		rs, err := iptables.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", tbl.Name)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +246,7 @@ func checkKernel(t *testing.T, want *ipvsadm.Node) {
 		}
 	}
 	for _, j := range ipvsadm.Jumps {
-		rs, _ := iptables.ParseBytes("iptables-save", []byte(sh(t, "iptables-save", "-t", j.Table)))
+		rs, _ := iptables.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", j.Table)))
 		n := 0
 		for _, r := range rs.Table(j.Table).Chain(j.From).Rules {
 			if r.Args[len(r.Args)-1] == j.To {
@@ -282,11 +269,11 @@ func rulesText(t *testing.T, vss []*ipvsadm.VirtualServer) string {
 
 // roundRobin connects from the client namespace: rr must hand consecutive
 // connections to different real servers, each the same number of times.
-func roundRobin(t *testing.T) {
+func (g *guest) roundRobin(t *testing.T) {
 	const n = 9
 	var ids []string
 	for i := 0; i < n; i++ {
-		id, err := dial("client", clusterIP, 3*time.Second)
+		id, err := netlab.Dial(g.client, clusterIP, 3*time.Second)
 		if err != nil {
 			t.Fatalf("connection %d to %s: %v", i+1, clusterIP, err)
 		}
@@ -305,7 +292,7 @@ func roundRobin(t *testing.T) {
 	if len(count) != len(servers) {
 		t.Errorf("connections reached %v, want every one of %d real servers", count, len(servers))
 	}
-	if _, err := dial("client", nodePort, 3*time.Second); err != nil {
+	if _, err := netlab.Dial(g.client, nodePort, 3*time.Second); err != nil {
 		t.Errorf("node port %s: %v", nodePort, err)
 	}
 	t.Logf("cluster IP connections went to %v", ids)
@@ -313,12 +300,12 @@ func roundRobin(t *testing.T) {
 
 // netlinkState programs the same virtual servers with github.com/moby/ipvs in a
 // fresh namespace and reads them back, through the library and through ipvsadm.
-func netlinkState(t *testing.T, want *ipvsadm.Node) {
-	sh(t, "ip", "netns", "add", "netlink")
+func (g *guest) netlinkState(t *testing.T, want *ipvsadm.Node) {
 	// A namespace with no address has no local routing table, and the kernel then
-	// takes every real-server address for a broadcast one and refuses it (EINVAL).
-	sh(t, "ip", "netns", "exec", "netlink", "ip", "link", "set", "lo", "up")
-	h, err := ipvs.New("/var/run/netns/netlink")
+	// takes every real-server address for a broadcast one and refuses it (EINVAL):
+	// NS sets loopback up.
+	ns := g.l.NS("netlink")
+	h, err := ipvs.New("/var/run/netns/" + ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +356,7 @@ func netlinkState(t *testing.T, want *ipvsadm.Node) {
 	if a, b := rulesText(t, want.Services), rulesText(t, back); a != b {
 		t.Errorf("moby/ipvs GetServices differs:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-	saved, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(sh(t, "ip", "netns", "exec", "netlink", "ipvsadm", "-Sn")))
+	saved, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(g.l.In(ns, "ipvsadm", "-Sn")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,15 +393,15 @@ func fromMoby(t *testing.T, s *ipvs.Service) *ipvsadm.VirtualServer {
 // converge changes the node under the script's feet and the cluster under the node:
 // a stale service, services svcgen does not own, a real server at weight 0, and an
 // endpoint gone while its connections linger.
-func converge(t *testing.T) {
-	sh(t, "ipvsadm", "-A", "-t", "198.19.0.99:80", "-s", "rr")                                 // stale: deleted
-	sh(t, "ipvsadm", "-A", "-t", "198.51.100.7:80", "-s", "rr")                                // in excludeCIDRs: kept
-	sh(t, "ipvsadm", "-A", "-t", "[2001:db8::7]:80", "-s", "rr")                               // other family: kept
-	sh(t, "ipvsadm", "-A", "-f", "7", "-s", "rr")                                              // firewall mark: kept
-	sh(t, "ipvsadm", "-e", "-t", clusterIP.String(), "-r", "198.18.1.2:8080", "-m", "-w", "0") // as after a restart mid-drain
+func (g *guest) converge(t *testing.T) {
+	g.in("ipvsadm", "-A", "-t", "198.19.0.99:80", "-s", "rr")                                 // stale: deleted
+	g.in("ipvsadm", "-A", "-t", "198.51.100.7:80", "-s", "rr")                                // in excludeCIDRs: kept
+	g.in("ipvsadm", "-A", "-t", "[2001:db8::7]:80", "-s", "rr")                               // other family: kept
+	g.in("ipvsadm", "-A", "-f", "7", "-s", "rr")                                              // firewall mark: kept
+	g.in("ipvsadm", "-e", "-t", clusterIP.String(), "-r", "198.18.1.2:8080", "-m", "-w", "0") // as after a restart mid-drain
 	state := compile(t, false)
 	writeScript(t, state, "/tmp/b.sh")
-	changes := strings.Join(runScript(t, "/tmp/b.sh"), "\n")
+	changes := strings.Join(g.runScript(t, "/tmp/b.sh"), "\n")
 	for _, want := range []string{
 		"-D -t 198.19.0.99:80",
 		"-e -t 198.19.0.10:80 -r 198.18.1.2:8080 -m -w 1",
@@ -429,81 +416,18 @@ func converge(t *testing.T) {
 			t.Errorf("changes touch %s, which svcgen does not own:\n%s", never, changes)
 		}
 	}
-	if again := runScript(t, "/tmp/b.sh"); len(again) != 0 {
+	if again := g.runScript(t, "/tmp/b.sh"); len(again) != 0 {
 		t.Errorf("a second run while 198.18.1.3 drains changed IPVS again: %q", again)
 	}
-	saved := sh(t, "ipvsadm", "-Sn")
+	saved := g.in("ipvsadm", "-Sn")
 	for _, want := range []string{"-A -t 198.51.100.7:80 -s rr", "-A -t [2001:db8::7]:80 -s rr", "-a -t 198.19.0.10:80 -r 198.18.1.3:8080 -m -w 0"} {
 		if !strings.Contains(saved, want) {
 			t.Errorf("ipvsadm -Sn lacks %q:\n%s", want, saved)
 		}
 	}
 	for i := 0; i < 4; i++ { // weight 0: new connections avoid the draining server
-		if id, err := dial("client", clusterIP, 3*time.Second); err != nil || id == "rs3" {
+		if id, err := netlab.Dial(g.client, clusterIP, 3*time.Second); err != nil || id == g.servers[2] {
 			t.Errorf("connection %d after the change: %q, %v", i+1, id, err)
 		}
 	}
-}
-
-// serve answers every TCP connection to addr with id, from namespace ns.
-func serve(t *testing.T, ns string, addr netip.AddrPort, id string) {
-	var ln net.Listener
-	err := inNS(ns, func() (err error) {
-		ln, err = net.Listen("tcp", addr.String())
-		return err
-	})
-	if err != nil {
-		t.Fatalf("serving %s in %s: %v", addr, ns, err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, id)
-			c.Close()
-		}
-	}()
-}
-
-func dial(ns string, to netip.AddrPort, timeout time.Duration) (string, error) {
-	var c net.Conn
-	if err := inNS(ns, func() (err error) {
-		c, err = net.DialTimeout("tcp", to.String(), timeout)
-		return err
-	}); err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(timeout))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
-}
-
-// inNS runs fn on a thread in namespace name; sockets made there stay there.
-func inNS(name string, fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	h, err := netns.GetFromName(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer h.Close()
-	if err := netns.Set(h); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		return errors.New("cannot return to the test's namespace") // the thread stays locked and dies
-	}
-	runtime.UnlockOSThread()
-	return ferr
 }

@@ -1,0 +1,337 @@
+// Package netlab builds network namespaces for svcgen's real-kernel tests (e2e, and the
+// qemu guest of e2e/ipvsvm): namespaces and veth links made with iproute2, servers and
+// clients run from Go on a thread inside a namespace, everything removed when the test
+// ends. It is for tests only.
+//
+// The network rule every user keeps:
+//   - only namespaces the test makes: a Lab never links one to the namespace the test
+//     runs in, and a test never changes that namespace's iptables, nftables, ipsets or
+//     IPVS (commands that load rules run In a lab namespace);
+//   - only addresses the test assigns, all in 198.18.0.0/15;
+//   - every loop that sends traffic is bounded in count and time (Dial, AskUDP and
+//     Histogram each bound one exchange; servers end with the test).
+//
+// Namespace names start with a prefix unique to the process and the Lab, so tests
+// running at once, and labs left behind by a killed run, never meet.
+package netlab
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// Require skips a test (or benchmark) that needs root and network namespaces, or fails
+// it under CI=true, where the real-kernel tests must run.
+func Require(tb testing.TB) {
+	tb.Helper()
+	reason := ""
+	if os.Geteuid() != 0 {
+		reason = "not root"
+	} else if _, err := exec.LookPath("ip"); err != nil {
+		reason = "no ip command (iproute2)"
+	} else {
+		name := fmt.Sprintf("svcgen-probe-%d", os.Getpid())
+		if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+			reason = "cannot create a network namespace: " + strings.TrimSpace(string(out))
+		} else {
+			exec.Command("ip", "netns", "del", name).Run()
+		}
+	}
+	if reason == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf("real-kernel test cannot run under CI: %s", reason)
+	}
+	tb.Skipf("real-kernel test skipped: %s (run as root; under CI=true this fails)", reason)
+}
+
+// Lab creates namespaces and links, and removes them when the test ends.
+type Lab struct {
+	tb     testing.TB
+	prefix string
+	links  int
+}
+
+// New checks that the test can make namespaces (Require) and returns an empty lab.
+func New(tb testing.TB) *Lab {
+	Require(tb)
+	l := &Lab{tb: tb, prefix: fmt.Sprintf("svcgen-%d-%04x-", os.Getpid(), rand.IntN(0x10000))}
+	tb.Cleanup(l.Cleanup)
+	return l
+}
+
+// Cleanup deletes the lab's namespaces (with their links and servers' sockets). It
+// runs when the test ends; a benchmark may call it between iterations.
+func (l *Lab) Cleanup() {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], l.prefix) {
+			exec.Command("ip", "netns", "del", f[0]).Run()
+		}
+	}
+}
+
+// NS creates a namespace with loopback up and reverse-path filtering off (traffic in
+// a lab takes paths rp_filter would refuse), and returns its name.
+func (l *Lab) NS(role string) string {
+	name := l.prefix + role
+	l.Run("ip", "netns", "add", name)
+	l.In(name, "ip", "link", "set", "lo", "up")
+	l.In(name, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
+	return name
+}
+
+// Run runs a command and fails the test on error.
+func (l *Lab) Run(args ...string) string {
+	l.tb.Helper()
+	out, err := l.Try(args...)
+	if err != nil {
+		l.tb.Fatal(err)
+	}
+	return out
+}
+
+// Try runs a command and returns its output, or an error with what it said.
+func (l *Lab) Try(args ...string) (string, error) {
+	cmd := exec.Command(args[0], args[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+// In runs a command inside a namespace and fails the test on error.
+func (l *Lab) In(ns string, args ...string) string {
+	l.tb.Helper()
+	return l.Run(append([]string{"ip", "netns", "exec", ns}, args...)...)
+}
+
+// Feed runs a command inside a namespace with stdin.
+func (l *Lab) Feed(ns string, stdin []byte, args ...string) error {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Link joins two lab namespaces with a veth pair and returns the device names of its
+// ends; each end gets its address (a prefix, "198.18.0.1/24") unless that is empty.
+func (l *Lab) Link(a, aAddr, b, bAddr string) (aDev, bDev string) {
+	l.tb.Helper()
+	for _, ns := range []string{a, b} {
+		if !strings.HasPrefix(ns, l.prefix) {
+			l.tb.Fatalf("link to %q: a lab links only its own namespaces", ns)
+		}
+	}
+	l.links++
+	aDev, bDev = fmt.Sprintf("va%d", l.links), fmt.Sprintf("vb%d", l.links)
+	l.Run("ip", "link", "add", aDev, "netns", a, "type", "veth", "peer", "name", bDev, "netns", b)
+	for _, end := range [][3]string{{a, aDev, aAddr}, {b, bDev, bAddr}} {
+		if end[2] != "" {
+			l.In(end[0], "ip", "addr", "add", end[2], "dev", end[1])
+		}
+		l.In(end[0], "ip", "link", "set", end[1], "up")
+	}
+	return aDev, bDev
+}
+
+// Pod makes a namespace that holds one address, ip, on a link of its own to node: node
+// routes ip to it, and its default route goes back through gateway, node's address.
+// This is a pod, or an endpoint, as a node sees it.
+func (l *Lab) Pod(node string, gateway, ip netip.Addr) string {
+	l.tb.Helper()
+	ns := l.NS("p" + strings.NewReplacer(".", "-", ":", "-").Replace(ip.String()))
+	nodeDev, podDev := l.Link(node, "", ns, netip.PrefixFrom(ip, ip.BitLen()).String())
+	l.In(node, "ip", "route", "add", netip.PrefixFrom(ip, ip.BitLen()).String(), "dev", nodeDev)
+	l.In(ns, "ip", "route", "add", "default", "via", gateway.String(), "dev", podDev, "onlink")
+	return ns
+}
+
+// InNS runs fn with the calling goroutine's thread in a namespace. Sockets made in fn
+// stay in that namespace afterwards.
+func InNS(name string, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer h.Close()
+	if err := netns.Set(h); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	ferr := fn()
+	if err := netns.Set(orig); err != nil {
+		return fmt.Errorf("cannot return to the test's namespace: %v", err) // thread stays locked and dies
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// listen makes a listener in a namespace, closed when the test ends.
+func (l *Lab) listen(ns string, addr netip.AddrPort) net.Listener {
+	l.tb.Helper()
+	var ln net.Listener
+	err := InNS(ns, func() (err error) {
+		ln, err = net.Listen("tcp", addr.String())
+		return err
+	})
+	if err != nil {
+		l.tb.Fatalf("serving %s in %s: %v", addr, ns, err)
+	}
+	l.tb.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// Serve runs a TCP server in a namespace that answers every connection with id.
+func (l *Lab) Serve(ns string, addr netip.AddrPort, id string) {
+	l.tb.Helper()
+	ln := l.listen(ns, addr)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			fmt.Fprintln(c, id)
+			c.Close()
+		}
+	}()
+}
+
+// ServeEcho runs a TCP server in a namespace that answers each connection with id and
+// then echoes every line until the client closes it (at most 2 minutes).
+func (l *Lab) ServeEcho(ns string, addr netip.AddrPort, id string) {
+	l.tb.Helper()
+	ln := l.listen(ns, addr)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(2 * time.Minute))
+				fmt.Fprintln(c, id)
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
+}
+
+// ServeUDP answers every datagram to addr with id.
+func (l *Lab) ServeUDP(ns string, addr netip.AddrPort, id string) {
+	l.tb.Helper()
+	var pc net.PacketConn
+	if err := InNS(ns, func() (err error) {
+		pc, err = net.ListenPacket("udp", addr.String())
+		return err
+	}); err != nil {
+		l.tb.Fatalf("serving udp %s in %s: %v", addr, ns, err)
+	}
+	l.tb.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo([]byte(id), from)
+		}
+	}()
+}
+
+// ErrRefused is a connection refused at once (a REJECT, or nothing listening).
+var ErrRefused = errors.New("connection refused")
+
+// Dial connects from a namespace and returns the first line the server sends (the id
+// of a Serve), within timeout.
+func Dial(ns string, to netip.AddrPort, timeout time.Duration) (string, error) {
+	var c net.Conn
+	err := InNS(ns, func() (err error) {
+		c, err = net.DialTimeout("tcp", to.String(), timeout)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return "", ErrRefused
+		}
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+// Histogram makes n connections (each bounded by 2 seconds) and counts the ids.
+func Histogram(tb testing.TB, ns string, to netip.AddrPort, n int) map[string]int {
+	tb.Helper()
+	h := map[string]int{}
+	for i := 0; i < n; i++ {
+		id, err := Dial(ns, to, 2*time.Second)
+		if err != nil {
+			tb.Fatalf("connection %d to %s from %s: %v", i+1, to, ns, err)
+		}
+		h[id]++
+	}
+	return h
+}
+
+// AskUDP sends one datagram from a fixed source address and returns the answer,
+// within 2 seconds.
+func AskUDP(ns string, from, to netip.AddrPort) (string, error) {
+	var pc net.PacketConn
+	if err := InNS(ns, func() (err error) {
+		pc, err = net.ListenPacket("udp", from.String())
+		return err
+	}); err != nil {
+		return "", err
+	}
+	defer pc.Close()
+	pc.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := pc.WriteTo([]byte("?"), net.UDPAddrFromAddrPort(to)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 512)
+	n, _, err := pc.ReadFrom(buf)
+	return string(buf[:n]), err
+}
