@@ -51,21 +51,36 @@ type partial struct {
 	stale                                 []string
 	keepFilter, keepNat                   func(string) bool
 	prevNat                               *Table
+
+	active       map[string]bool // the chains of the services added
+	decls, rules lineBuf         // one service's, before it is compared
+	names        []string
 }
 
 // bound ends one service's group in svcDecls and svcRules.
 type bound struct{ decls, rules, chains int }
 
 func newPartial(opts Options) *partial {
-	return &partial{prevNat: opts.Previous.Table("nat"), keepFilter: keepAll, keepNat: keepAll}
+	return &partial{prevNat: opts.Previous.Table("nat"), keepFilter: keepAll, keepNat: keepAll, active: map[string]bool{}}
 }
 
-// addService adds a service's chains unless the previous table has them as they are.
-func (p *partial) addService(decls, rules *lineBuf, force bool) {
-	if force || !sameChains(p.prevNat, decls, rules) {
-		p.svcDecls.append(decls)
-		p.svcRules.append(rules)
-		p.groups = append(p.groups, bound{len(p.svcDecls.buf), len(p.svcRules.buf), decls.lines})
+// addService adds the chains of a service's ports unless the previous table has them
+// as they are (or force), and counts them as active either way.
+func (p *partial) addService(e *emitter, ports []*portPlan, force bool) {
+	p.decls.reset()
+	p.rules.reset()
+	for _, pp := range ports {
+		p.names = pp.chainNames(p.names[:0])
+		for _, c := range p.names {
+			p.active[c] = true
+		}
+		e.chainDecls(pp, &p.decls)
+		e.chainRules(pp, &p.rules)
+	}
+	if force || !sameChains(p.prevNat, &p.decls, &p.rules) {
+		p.svcDecls.append(&p.decls)
+		p.svcRules.append(&p.rules)
+		p.groups = append(p.groups, bound{len(p.svcDecls.buf), len(p.svcRules.buf), p.decls.lines})
 	}
 }
 
@@ -73,25 +88,12 @@ func (p *partial) addService(decls, rules *lineBuf, force bool) {
 func (e *emitter) everything(opts Options) *partial {
 	e.planAll(true)
 	p := newPartial(opts)
-	var decls, rules lineBuf
-	active := map[string]bool{}
-	var names []string
 	for _, ports := range e.plans {
-		decls.reset()
-		rules.reset()
-		for _, pp := range ports {
-			names = pp.chainNames(names[:0])
-			for _, c := range names {
-				active[c] = true
-			}
-			e.chainDecls(pp, &decls)
-			e.chainRules(pp, &rules)
-		}
-		p.addService(&decls, &rules, opts.FullSync)
+		p.addService(e, ports, opts.FullSync)
 	}
 	if p.prevNat != nil {
 		for _, c := range p.prevNat.Chains {
-			if IsServiceChain(c.Name) && !active[c.Name] {
+			if IsServiceChain(c.Name) && !p.active[c.Name] {
 				p.stale = append(p.stale, c.Name)
 			}
 		}
@@ -106,28 +108,15 @@ func (e *emitter) everything(opts Options) *partial {
 // anyway because no changed service changed a rule in them.
 func (e *emitter) changes(opts Options, d *mapDelta) *partial {
 	p := newPartial(opts)
-	var decls, rules lineBuf
-	active := map[string]bool{}
-	var names []string
 	for _, s := range d.changed {
-		decls.reset()
-		rules.reset()
-		for _, pp := range e.planService(s, true) {
-			names = pp.chainNames(names[:0])
-			for _, c := range names {
-				active[c] = true
-			}
-			e.chainDecls(pp, &decls)
-			e.chainRules(pp, &rules)
-		}
-		p.addService(&decls, &rules, false)
+		p.addService(e, e.planService(s, true), false)
 	}
 	for _, old := range d.old {
 		for _, pp := range e.planService(old, true) {
-			for _, c := range pp.chainNames(names[:0]) {
-				if !active[c] && p.prevNat.Chain(c) != nil {
+			for _, c := range pp.chainNames(nil) {
+				if !p.active[c] && p.prevNat.Chain(c) != nil {
 					p.stale = append(p.stale, c)
-					active[c] = true // once
+					p.active[c] = true // once
 				}
 			}
 		}
