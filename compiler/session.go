@@ -62,7 +62,7 @@ type Change struct {
 // NewSession resolves and compiles the cluster, as Resolve and Compile do.
 func NewSession(c *model.Cluster, ropts ResolveOptions, opts Options) (*Session, *Update, error) {
 	s := &Session{ropts: ropts, opts: opts}
-	appendCluster(&s.in, c)
+	s.in.Append(c)
 	up, err := s.full()
 	if err != nil {
 		return nil, nil, err
@@ -82,7 +82,7 @@ func (s *Session) Apply(ch Change) (*Update, error) {
 	removed, added := orEmpty(ch.Removed), orEmpty(ch.Added)
 	prevIn := s.in
 	s.in = removeObjects(s.in, removed)
-	appendCluster(&s.in, added)
+	s.in.Append(added)
 	if !sameObjects(removed, added) || s.duplicates(removed, added) {
 		up, err := s.full()
 		if err != nil {
@@ -354,19 +354,6 @@ func sameList[T any](a, b []*T) bool {
 		}
 	}
 	return true
-}
-
-// appendCluster appends every object list of src to dst.
-func appendCluster(dst, src *model.Cluster) *model.Cluster {
-	dst.Services = append(dst.Services, src.Services...)
-	dst.Slices = append(dst.Slices, src.Slices...)
-	dst.Endpoints = append(dst.Endpoints, src.Endpoints...)
-	dst.Pods = append(dst.Pods, src.Pods...)
-	dst.Nodes = append(dst.Nodes, src.Nodes...)
-	dst.ServiceCIDRs = append(dst.ServiceCIDRs, src.ServiceCIDRs...)
-	dst.Configs = append(dst.Configs, src.Configs...)
-	dst.Environments = append(dst.Environments, src.Environments...)
-	return dst
 }
 
 // removeObjects returns c without the objects of removed (compared by pointer), in

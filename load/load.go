@@ -222,7 +222,7 @@ func (l *Loader) fastPieces(name, src string, n, min int) bool {
 		return false
 	}
 	for _, sub := range subs[1:] {
-		appendCluster(&l.Cluster, &sub.Cluster)
+		l.Cluster.Append(&sub.Cluster)
 		l.Errors.Merge(&sub.Errors)
 		l.Warnings.Merge(&sub.Warnings)
 	}
@@ -310,17 +310,6 @@ func (l *Loader) rollback(m mark) {
 	l.Cluster = m.cluster
 	l.Errors.Truncate(m.errors)
 	l.Warnings.Truncate(m.warns)
-}
-
-func appendCluster(dst, src *model.Cluster) {
-	dst.Services = append(dst.Services, src.Services...)
-	dst.Slices = append(dst.Slices, src.Slices...)
-	dst.Endpoints = append(dst.Endpoints, src.Endpoints...)
-	dst.Pods = append(dst.Pods, src.Pods...)
-	dst.Nodes = append(dst.Nodes, src.Nodes...)
-	dst.ServiceCIDRs = append(dst.ServiceCIDRs, src.ServiceCIDRs...)
-	dst.Configs = append(dst.Configs, src.Configs...)
-	dst.Environments = append(dst.Environments, src.Environments...)
 }
 
 // yamlError drops the "yaml: " prefix; the message says YAML syntax instead.

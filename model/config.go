@@ -83,3 +83,15 @@ type Cluster struct {
 	Configs      []*Config
 	Environments []*NodeEnvironment
 }
+
+// Append appends every object list of o to c's.
+func (c *Cluster) Append(o *Cluster) {
+	c.Services = append(c.Services, o.Services...)
+	c.Slices = append(c.Slices, o.Slices...)
+	c.Endpoints = append(c.Endpoints, o.Endpoints...)
+	c.Pods = append(c.Pods, o.Pods...)
+	c.Nodes = append(c.Nodes, o.Nodes...)
+	c.ServiceCIDRs = append(c.ServiceCIDRs, o.ServiceCIDRs...)
+	c.Configs = append(c.Configs, o.Configs...)
+	c.Environments = append(c.Environments, o.Environments...)
+}

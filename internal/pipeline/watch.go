@@ -81,7 +81,7 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 		}
 		w.files[p] = f
 		warnings = append(warnings, warns...)
-		appendObjects(cluster, f.objects)
+		cluster.Append(f.objects)
 	}
 	ropts, opts, err := options(cluster, in.Dialect == load.MiniK8s, s)
 	if err != nil {
@@ -120,14 +120,14 @@ func (w *Watch) Refresh() (*WatchUpdate, error) {
 		files = append(files, p)
 		warnings = append(warnings, warns...)
 		if old != nil {
-			appendObjects(removed, old.objects)
+			removed.Append(old.objects)
 		}
-		appendObjects(added, f.objects)
+		added.Append(f.objects)
 	}
 	for p, old := range w.files {
 		if next[p] == nil {
 			files = append(files, p)
-			appendObjects(removed, old.objects)
+			removed.Append(old.objects)
 		}
 	}
 	if len(files) == 0 {
@@ -220,15 +220,4 @@ func (w *Watch) read(path string) (*watchedFile, []*model.Problem, error) {
 	}
 	f := &watchedFile{size: info.Size(), modTime: info.ModTime(), sum: sha256.Sum256(data), objects: &l.Cluster}
 	return f, l.Warnings.List(), nil
-}
-
-func appendObjects(dst, src *model.Cluster) {
-	dst.Services = append(dst.Services, src.Services...)
-	dst.Slices = append(dst.Slices, src.Slices...)
-	dst.Endpoints = append(dst.Endpoints, src.Endpoints...)
-	dst.Pods = append(dst.Pods, src.Pods...)
-	dst.Nodes = append(dst.Nodes, src.Nodes...)
-	dst.ServiceCIDRs = append(dst.ServiceCIDRs, src.ServiceCIDRs...)
-	dst.Configs = append(dst.Configs, src.Configs...)
-	dst.Environments = append(dst.Environments, src.Environments...)
 }
