@@ -50,13 +50,6 @@ func (b *IPVS) Name() string {
 	return "ipvs"
 }
 
-func (b *IPVS) family() model.IPFamily {
-	if b.IPv6 {
-		return model.IPv6
-	}
-	return model.IPv4
-}
-
 // ipvsState is the node's ipvs-mode state of one family.
 type ipvsState struct {
 	noIPVS    error // the kernel has no IPVS: only cleanup can run

@@ -3,7 +3,6 @@ package compiler
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -107,12 +106,3 @@ func ParsePortRange(s string) (PortRange, error) {
 func (r PortRange) String() string { return fmt.Sprintf("%d-%d", r.Min, r.Max) }
 
 func (r PortRange) contains(p int32) bool { return p >= r.Min && p <= r.Max }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -68,15 +68,6 @@ func (v *View) Sort() {
 	})
 }
 
-func (v *View) section(table, name string) *Section {
-	for _, s := range v.Sections {
-		if s.Table == table && s.Name == name {
-			return s
-		}
-	}
-	return nil
-}
-
 func (v *View) index() map[[2]string]*Section {
 	m := make(map[[2]string]*Section, len(v.Sections))
 	for _, s := range v.Sections {

@@ -32,8 +32,6 @@ type group struct {
 	chains       int // chain lines, -X lines
 }
 
-func (g *group) size() int { return g.chains }
-
 // stager cuts groups of one table into blocks of at most max chain lines (a bigger
 // group gets a block of its own).
 type stager struct {
