@@ -378,22 +378,31 @@ func (t *IPTables) apply(tb *iptables.Table, s *iptables.Spec, st state, depth i
 
 func dnat(st state, s *iptables.Spec) ([]walkResult, error) {
 	o, _ := s.TargetOpt("to-destination")
-	to := o.Value()
+	st, err := st.dnatTo(o.Value(), "DNAT")
+	if err != nil {
+		return nil, err
+	}
+	return []walkResult{{st: st, verdict: "ACCEPT"}}, nil
+}
+
+// dnatTo sends the packet to "IP:port" (or "IP", keeping its port), as the target
+// called verb (DNAT, nft's dnat) does; the error names the verb.
+func (s state) dnatTo(to, verb string) (state, error) {
 	host, port, err := net.SplitHostPort(to)
 	if err != nil {
-		host, port = strings.Trim(to, "[]"), strconv.Itoa(int(st.pkt.DPort))
+		host, port = strings.Trim(to, "[]"), strconv.Itoa(int(s.pkt.DPort))
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
-		return nil, fmt.Errorf("DNAT to %q", to)
+		return s, fmt.Errorf("%s to %q", verb, to)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil {
-		return nil, fmt.Errorf("DNAT to %q", to)
+		return s, fmt.Errorf("%s to %q", verb, to)
 	}
-	st.pkt.Dst, st.pkt.DPort = a, uint16(n)
-	st.dnat = net.JoinHostPort(a.String(), port)
-	return []walkResult{{st: st, verdict: "ACCEPT"}}, nil
+	s.pkt.Dst, s.pkt.DPort = a, uint16(n)
+	s.dnat = net.JoinHostPort(a.String(), port)
+	return s, nil
 }
 
 func setMark(st state, s *iptables.Spec) state {

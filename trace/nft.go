@@ -3,7 +3,6 @@ package trace
 import (
 	"fmt"
 	"math/big"
-	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -253,7 +252,7 @@ func (t *NFT) apply(r *nftRule, st state, depth int) ([]walkResult, error) {
 			st.masq = true
 		case "dnat":
 			var err error
-			if st, err = nftDNAT(st, s.to); err != nil {
+			if st, err = st.dnatTo(s.to, "dnat"); err != nil {
 				return nil, err
 			}
 		}
@@ -400,22 +399,4 @@ func nftIfaceMatch(pattern, name string) bool {
 		return strings.HasPrefix(name, p)
 	}
 	return pattern == name
-}
-
-func nftDNAT(st state, to string) (state, error) {
-	host, port, err := net.SplitHostPort(to)
-	if err != nil {
-		host, port = strings.Trim(to, "[]"), strconv.Itoa(int(st.pkt.DPort))
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return st, fmt.Errorf("dnat to %q", to)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		return st, fmt.Errorf("dnat to %q", to)
-	}
-	st.pkt.Dst, st.pkt.DPort = a, uint16(n)
-	st.dnat = net.JoinHostPort(a.String(), port)
-	return st, nil
 }
