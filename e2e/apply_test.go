@@ -69,8 +69,8 @@ func TestApplyOneEndpoint(t *testing.T) {
 	keepIP := netip.MustParseAddr("198.18.1.61")
 	keepNS := n.l.Pod(n.c.node, n.c.nodeIP, keepIP)
 	n.l.ServeEcho(keepNS, netip.AddrPortFrom(keepIP, 7000), "keep")
-	n.write("extra.yaml", svcWithEndpointsPort("keep", "198.19.1.61", 7000, "198.18.1.61")+"---\n"+
-		svcWithEndpointsPort("moving", "198.19.1.71", 8080, "198.18.1.71", "198.18.1.72"))
+	n.write("extra.yaml", svcWithEndpoints("keep", "198.19.1.61", 7000, "198.18.1.61")+"---\n"+
+		svcWithEndpoints("moving", "198.19.1.71", 8080, "198.18.1.71", "198.18.1.72"))
 	n.apply()
 
 	// A long-lived connection to keep.
@@ -89,8 +89,8 @@ func TestApplyOneEndpoint(t *testing.T) {
 	}
 
 	handles := n.ruleHandles()
-	n.write("extra.yaml", svcWithEndpointsPort("keep", "198.19.1.61", 7000, "198.18.1.61")+"---\n"+
-		svcWithEndpointsPort("moving", "198.19.1.71", 8080, "198.18.1.71", "198.18.1.73"))
+	n.write("extra.yaml", svcWithEndpoints("keep", "198.19.1.61", 7000, "198.18.1.61")+"---\n"+
+		svcWithEndpoints("moving", "198.19.1.71", 8080, "198.18.1.71", "198.18.1.73"))
 	msg := n.apply()
 	if !strings.Contains(msg, "1 chains deleted") {
 		t.Errorf("apply: %s; want the old endpoint's chain deleted", msg)
@@ -121,8 +121,9 @@ func TestApplyOneEndpoint(t *testing.T) {
 	}
 }
 
-// svcWithEndpointsPort is a ClusterIP Service on port 80 with an EndpointSlice on node1.
-func svcWithEndpointsPort(name, clusterIP string, port int, ips ...string) string {
+// svcWithEndpoints is a ClusterIP Service on port 80 with an EndpointSlice on node1
+// whose endpoints serve on port.
+func svcWithEndpoints(name, clusterIP string, port int, ips ...string) string {
 	var eps strings.Builder
 	for _, ip := range ips {
 		fmt.Fprintf(&eps, "- {addresses: [%s], nodeName: node1}\n", ip)
@@ -404,7 +405,7 @@ func TestApplyWatch(t *testing.T) {
 	}
 
 	// A new Service in a new file is loaded.
-	n.write("extra.yaml", svcWithEndpointsPort("late", "198.19.1.91", 8080, "198.18.1.91"))
+	n.write("extra.yaml", svcWithEndpoints("late", "198.19.1.91", 8080, "198.18.1.91"))
 	waitLog("the change", func(l string) bool {
 		return strings.Contains(l, "reason=change") && strings.Contains(l, "changed=true")
 	})
@@ -456,8 +457,8 @@ func TestApplyNFT(t *testing.T) {
 	keepNS := n.l.Pod(n.c.node, n.c.nodeIP, keepIP)
 	n.l.ServeEcho(keepNS, netip.AddrPortFrom(keepIP, 7000), "keep")
 	extra := func(moving string) string {
-		return svcWithEndpointsPort("keep", "198.19.1.61", 7000, "198.18.1.61") + "---\n" +
-			svcWithEndpointsPort("moving", "198.19.1.71", 8080, "198.18.1.71", moving)
+		return svcWithEndpoints("keep", "198.19.1.61", 7000, "198.18.1.61") + "---\n" +
+			svcWithEndpoints("moving", "198.19.1.71", 8080, "198.18.1.71", moving)
 	}
 	n.write("extra.yaml", extra("198.18.1.72"))
 	if err := n.l.Feed(n.c.node, []byte("table ip other-tool {\n chain c {\n  type filter hook input priority 10 ;\n  ip saddr 198.18.7.7 accept\n }\n}\n"), "nft", "-f", "-"); err != nil {

@@ -23,33 +23,12 @@ type step struct {
 
 var partialSteps = []step{
 	{name: "examples"},
-	{name: "new service", extra: svcWithEndpoints("extra", "198.19.1.1", "198.18.1.31", "198.18.2.32")},
-	{name: "endpoint removed", extra: svcWithEndpoints("extra", "198.19.1.1", "198.18.1.31")},
-	{name: "endpoint changed", extra: svcWithEndpoints("extra", "198.19.1.1", "198.18.1.33")},
+	{name: "new service", extra: svcWithEndpoints("extra", "198.19.1.1", 8080, "198.18.1.31", "198.18.2.32")},
+	{name: "endpoint removed", extra: svcWithEndpoints("extra", "198.19.1.1", 8080, "198.18.1.31")},
+	{name: "endpoint changed", extra: svcWithEndpoints("extra", "198.19.1.1", 8080, "198.18.1.33")},
 	{name: "service deleted"},
 	{name: "node port service deleted", drop: "default/hello-service2"},
 	{name: "back to examples"},
-}
-
-func svcWithEndpoints(name, clusterIP string, ips ...string) string {
-	var eps strings.Builder
-	for _, ip := range ips {
-		fmt.Fprintf(&eps, "- {addresses: [%s], nodeName: node1}\n", ip)
-	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Service
-metadata: {name: %[1]s, namespace: default}
-spec:
-  clusterIP: %[2]s
-  ports: [{name: http, port: 80, targetPort: 8080}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: %[1]s-1, namespace: default, labels: {kubernetes.io/service-name: %[1]s}}
-addressType: IPv4
-ports: [{name: http, port: 8080}]
-endpoints:
-%[3]s`, name, clusterIP, eps.String())
 }
 
 func compileStep(t *testing.T, s step, opts iptables.Options) []byte {
