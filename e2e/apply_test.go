@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -74,11 +73,8 @@ func TestApplyOneEndpoint(t *testing.T) {
 	n.apply()
 
 	// A long-lived connection to keep.
-	var conn net.Conn
-	if err := netlab.InNS(n.c.client, func() (err error) {
-		conn, err = net.DialTimeout("tcp", "198.19.1.61:80", 2*time.Second)
-		return err
-	}); err != nil {
+	conn, err := netlab.Connect(n.c.client, netip.MustParseAddrPort("198.19.1.61:80"), 2*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
@@ -376,11 +372,8 @@ func TestApplyWatch(t *testing.T) {
 	get := func(path string) (int, string) {
 		t.Helper()
 		// net/http dials from goroutines of its own, outside the namespace: dial here.
-		var c net.Conn
-		if err := netlab.InNS(n.c.node, func() (err error) {
-			c, err = net.DialTimeout("tcp", "127.0.0.1:10249", 2*time.Second)
-			return err
-		}); err != nil {
+		c, err := netlab.Connect(n.c.node, netip.MustParseAddrPort("127.0.0.1:10249"), 2*time.Second)
+		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
@@ -480,11 +473,8 @@ func TestApplyNFT(t *testing.T) {
 		t.Errorf("second apply: %s", msg)
 	}
 
-	var conn net.Conn
-	if err := netlab.InNS(n.c.client, func() (err error) {
-		conn, err = net.DialTimeout("tcp", "198.19.1.61:80", 2*time.Second)
-		return err
-	}); err != nil {
+	conn, err := netlab.Connect(n.c.client, netip.MustParseAddrPort("198.19.1.61:80"), 2*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()

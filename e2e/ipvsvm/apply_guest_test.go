@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -200,11 +199,8 @@ func TestGuestApply(t *testing.T) {
 	}
 
 	// A connection to keep stays up while web loses an endpoint and gains none.
-	var conn net.Conn
-	if err := netlab.InNS(lab.client, func() (err error) {
-		conn, err = net.DialTimeout("tcp", "198.19.0.12:80", 3*time.Second)
-		return err
-	}); err != nil {
+	conn, err := netlab.Connect(lab.client, netip.MustParseAddrPort("198.19.0.12:80"), 3*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()

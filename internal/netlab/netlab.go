@@ -196,8 +196,9 @@ func InNS(name string, fn func() error) error {
 	return ferr
 }
 
-// listen makes a listener in a namespace, closed when the test ends.
-func (l *Lab) listen(ns string, addr netip.AddrPort) net.Listener {
+// serve accepts TCP connections to addr in a namespace until the test ends, and
+// handles each on a goroutine of its own.
+func (l *Lab) serve(ns string, addr netip.AddrPort, handle func(net.Conn)) {
 	l.tb.Helper()
 	var ln net.Listener
 	err := InNS(ns, func() (err error) {
@@ -208,31 +209,6 @@ func (l *Lab) listen(ns string, addr netip.AddrPort) net.Listener {
 		l.tb.Fatalf("serving %s in %s: %v", addr, ns, err)
 	}
 	l.tb.Cleanup(func() { ln.Close() })
-	return ln
-}
-
-// Serve runs a TCP server in a namespace that answers every connection with id.
-func (l *Lab) Serve(ns string, addr netip.AddrPort, id string) {
-	l.tb.Helper()
-	ln := l.listen(ns, addr)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.SetDeadline(time.Now().Add(2 * time.Second))
-			fmt.Fprintln(c, id)
-			c.Close()
-		}
-	}()
-}
-
-// ServeEcho runs a TCP server in a namespace that answers each connection with id and
-// then echoes every line until the client closes it (at most 2 minutes).
-func (l *Lab) ServeEcho(ns string, addr netip.AddrPort, id string) {
-	l.tb.Helper()
-	ln := l.listen(ns, addr)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -241,19 +217,37 @@ func (l *Lab) ServeEcho(ns string, addr netip.AddrPort, id string) {
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(2 * time.Minute))
-				fmt.Fprintln(c, id)
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					c.Write([]byte(line))
-				}
+				handle(c)
 			}()
 		}
 	}()
+}
+
+// Serve runs a TCP server in a namespace that answers every connection with id.
+func (l *Lab) Serve(ns string, addr netip.AddrPort, id string) {
+	l.tb.Helper()
+	l.serve(ns, addr, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		fmt.Fprintln(c, id)
+	})
+}
+
+// ServeEcho runs a TCP server in a namespace that answers each connection with id and
+// then echoes every line until the client closes it (at most 2 minutes).
+func (l *Lab) ServeEcho(ns string, addr netip.AddrPort, id string) {
+	l.tb.Helper()
+	l.serve(ns, addr, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(2 * time.Minute))
+		fmt.Fprintln(c, id)
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			c.Write([]byte(line))
+		}
+	})
 }
 
 // ServeUDP answers every datagram to addr with id.
@@ -282,18 +276,25 @@ func (l *Lab) ServeUDP(ns string, addr netip.AddrPort, id string) {
 // ErrRefused is a connection refused at once (a REJECT, or nothing listening).
 var ErrRefused = errors.New("connection refused")
 
-// Dial connects from a namespace and returns the first line the server sends (the id
-// of a Serve), within timeout.
-func Dial(ns string, to netip.AddrPort, timeout time.Duration) (string, error) {
+// Connect opens a TCP connection from a namespace within timeout (the socket stays in
+// the namespace). A connection refused at once is ErrRefused.
+func Connect(ns string, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
 	err := InNS(ns, func() (err error) {
 		c, err = net.DialTimeout("tcp", to.String(), timeout)
 		return err
 	})
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, ErrRefused
+	}
+	return c, err
+}
+
+// Dial connects from a namespace and returns the first line the server sends (the id
+// of a Serve), within timeout.
+func Dial(ns string, to netip.AddrPort, timeout time.Duration) (string, error) {
+	c, err := Connect(ns, to, timeout)
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return "", ErrRefused
-		}
 		return "", err
 	}
 	defer c.Close()
