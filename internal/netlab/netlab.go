@@ -232,6 +232,18 @@ func (l *Lab) Serve(ns string, addr netip.AddrPort, id string) {
 	})
 }
 
+// ServeSeen runs a TCP server in a namespace that answers every connection with the
+// address it serves and the source address it sees, "198.18.1.1:8080 198.18.0.2": which
+// endpoint a connection reached, and whether it was masqueraded on the way.
+func (l *Lab) ServeSeen(ns string, addr netip.AddrPort) {
+	l.tb.Helper()
+	l.serve(ns, addr, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		peer, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+		fmt.Fprintln(c, addr, peer.Addr().Unmap())
+	})
+}
+
 // ServeEcho runs a TCP server in a namespace that answers each connection with id and
 // then echoes every line until the client closes it (at most 2 minutes).
 func (l *Lab) ServeEcho(ns string, addr netip.AddrPort, id string) {
@@ -279,9 +291,19 @@ var ErrRefused = errors.New("connection refused")
 // Connect opens a TCP connection from a namespace within timeout (the socket stays in
 // the namespace). A connection refused at once is ErrRefused.
 func Connect(ns string, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
+	return ConnectFrom(ns, netip.Addr{}, to, timeout)
+}
+
+// ConnectFrom is Connect from a given source address of the namespace; the zero Addr
+// lets the kernel choose, as Connect does.
+func ConnectFrom(ns string, from netip.Addr, to netip.AddrPort, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	if from.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(from, 0))
+	}
 	var c net.Conn
 	err := InNS(ns, func() (err error) {
-		c, err = net.DialTimeout("tcp", to.String(), timeout)
+		c, err = d.Dial("tcp", to.String())
 		return err
 	})
 	if errors.Is(err, syscall.ECONNREFUSED) {
@@ -293,7 +315,12 @@ func Connect(ns string, to netip.AddrPort, timeout time.Duration) (net.Conn, err
 // Dial connects from a namespace and returns the first line the server sends (the id
 // of a Serve), within timeout.
 func Dial(ns string, to netip.AddrPort, timeout time.Duration) (string, error) {
-	c, err := Connect(ns, to, timeout)
+	return DialFrom(ns, netip.Addr{}, to, timeout)
+}
+
+// DialFrom is Dial from a given source address of the namespace (see ConnectFrom).
+func DialFrom(ns string, from netip.Addr, to netip.AddrPort, timeout time.Duration) (string, error) {
+	c, err := ConnectFrom(ns, from, to, timeout)
 	if err != nil {
 		return "", err
 	}
