@@ -120,7 +120,7 @@ func (o Owners) endpointChain(c *Chain, named, jumpers []string) {
 			case "--to-destination":
 				ep = r.Args[i+1]
 			case "-p", "--protocol":
-				proto = protoName(r.Args[i+1])
+				proto = ProtocolName(r.Args[i+1])
 			}
 		}
 	}

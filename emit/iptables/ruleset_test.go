@@ -104,6 +104,11 @@ func TestRuleKeyMatchesIPTablesSave(t *testing.T) {
 		{`-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`, `-m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT`},
 		{`-m tcp -p tcp -d 10.0.0.1 --dport 80 ! -s 10.0.0.0/8 -j X`, `! -s 10.0.0.0/8 -d 10.0.0.1/32 -p tcp -m tcp --dport 80 -j X`},
 		{`-p tcp --dport 80 -j X`, `-p tcp -m tcp --dport 80 -j X`},
+		// KUBE-IPVS-OUT-FILTER, as svcgen's ipvs mode writes it and as the qemu guest's
+		// iptables-save printed it (e2e/ipvsvm).
+		{`-s 198.18.6.6 -m ipvs --vaddr 198.18.6.6 --vproto tcp --vport 80 -j DROP`,
+			`-s 198.18.6.6/32 -m ipvs --vproto 6 --vaddr 198.18.6.6 --vport 80 -j DROP`},
+		{`-m ipvs --vaddr 10.0.0.0/8 --vproto sctp -j X`, `-m ipvs --vproto 132 --vaddr 10.0.0.0/8 -j X`},
 	} {
 		a, b := mustWords(t, pair[0]), mustWords(t, pair[1])
 		if RuleKey(a) != RuleKey(b) {
@@ -112,6 +117,9 @@ func TestRuleKeyMatchesIPTablesSave(t *testing.T) {
 	}
 	if RuleKey(mustWords(t, "-s 10.0.0.1 -j X")) == RuleKey(mustWords(t, "-s 10.0.0.2 -j X")) {
 		t.Error("different rules share a key")
+	}
+	if RuleKey(mustWords(t, "-m ipvs --vproto 6 -j X")) == RuleKey(mustWords(t, "-m ipvs --vproto 17 -j X")) {
+		t.Error("different ipvs protocols share a key")
 	}
 	if RuleKey(mustWords(t, "-m mark --mark 0x4000/0x4000 -j X")) == RuleKey(mustWords(t, "-m mark ! --mark 0x4000/0x4000 -j X")) {
 		t.Error("negation lost")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,7 +186,7 @@ func (s *Spec) header(flag, v string, not bool, mod **Module, inTarget *bool) er
 	case "-o":
 		s.Out = Iface{v, not}
 	case "-p":
-		s.Proto, s.ProtoNot = protoName(v), not
+		s.Proto, s.ProtoNot = ProtocolName(v), not
 	case "-m":
 		s.Modules = append(s.Modules, Module{Name: v})
 		*mod = &s.Modules[len(s.Modules)-1]
@@ -196,7 +197,10 @@ func (s *Spec) header(flag, v string, not bool, mod **Module, inTarget *bool) er
 	return nil
 }
 
-func protoName(v string) string {
+// ProtocolName spells a protocol given by name or by number as iptables-save spells
+// -p: lower case, by name for tcp, udp and sctp. (It prints "-m ipvs --vproto" as a
+// number, where kube-proxy writes the name.)
+func ProtocolName(v string) string {
 	switch strings.ToLower(v) {
 	case "6", "tcp":
 		return "tcp"
@@ -318,6 +322,8 @@ func canonicalModule(m Module) []Opt {
 			}
 			return o
 		})
+	case "ipvs":
+		return canonicalIPVS(m.Opts)
 	case "tcp", "udp", "sctp":
 		return mapOpts(m.Opts, func(o Opt) Opt {
 			switch o.Name {
@@ -330,6 +336,37 @@ func canonicalModule(m Module) []Opt {
 		})
 	}
 	return m.Opts
+}
+
+// ipvsOptions are xt_ipvs's options in the order iptables-save prints them.
+var ipvsOptions = []string{"ipvs", "vproto", "vaddr", "vport", "vdir", "vmethod", "vportctl"}
+
+// canonicalIPVS puts "-m ipvs" options in iptables-save's order, with the protocol
+// by name and a one-address --vaddr without its /32 or /128, as iptables-save prints
+// it: "--vproto 6 --vaddr 10.0.0.1" for kube-proxy's "--vaddr 10.0.0.1 --vproto tcp".
+func canonicalIPVS(opts []Opt) []Opt {
+	out := mapOpts(opts, func(o Opt) Opt {
+		switch o.Name {
+		case "vproto":
+			o.Values = []string{ProtocolName(o.Value())}
+		case "vaddr":
+			if p, err := parseAddrMatch(o.Value()); err == nil {
+				o.Values = []string{p.String()}
+				if p.IsSingleIP() {
+					o.Values = []string{p.Addr().String()}
+				}
+			}
+		}
+		return o
+	})
+	rank := func(o Opt) int {
+		if i := slices.Index(ipvsOptions, o.Name); i >= 0 {
+			return i
+		}
+		return len(ipvsOptions)
+	}
+	slices.SortStableFunc(out, func(a, b Opt) int { return rank(a) - rank(b) })
+	return out
 }
 
 func mapOpts(opts []Opt, fn func(Opt) Opt) []Opt {
