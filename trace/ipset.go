@@ -105,7 +105,7 @@ func (t *IPTables) setMatch(m iptables.Module, st state) (match, error) {
 }
 
 // ipvsMatch evaluates "-m ipvs": the packet is one IPVS scheduled, for that virtual
-// server.
+// server. --vproto is a name in kube-proxy's rules and a number in iptables-save's.
 func ipvsMatch(m iptables.Module, st state) (match, error) {
 	for _, o := range m.Opts {
 		var ok bool
@@ -119,7 +119,7 @@ func ipvsMatch(m iptables.Module, st state) (match, error) {
 			}
 			ok = st.vs != nil && p.Contains(st.vs.Address.Addr())
 		case "vproto":
-			ok = st.vs != nil && strings.EqualFold(o.Value(), st.vs.Protocol.Lower())
+			ok = st.vs != nil && iptables.ProtocolName(o.Value()) == st.vs.Protocol.Lower()
 		case "vport":
 			ok = st.vs != nil && o.Value() == strconv.Itoa(int(st.vs.Address.Port()))
 		default:
