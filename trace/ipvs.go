@@ -21,7 +21,10 @@ import (
 // filter INPUT, then IPVS (at LOCAL_IN, after the filter table), then nat POSTROUTING;
 // else filter FORWARD and nat POSTROUTING. From the node: nat OUTPUT, IPVS (at
 // LOCAL_OUT, after nat), filter OUTPUT, filter INPUT for a local destination IPVS did
-// not take, nat POSTROUTING.
+// not take, nat POSTROUTING. A packet IPVS scheduled leaves through LOCAL_OUT whatever
+// its source, so filter OUTPUT sees it and filter FORWARD never does: in the qemu
+// guest of e2e/ipvsvm, a DROP rule in OUTPUT stops a client's connection through a
+// virtual server, and one in FORWARD does not.
 //
 // A connection the node opens to an address on kube-ipvs0 leaves with that address as
 // its source: the kernel picks the source of a local route from the route itself. The
@@ -195,11 +198,11 @@ func (t *IPVS) afterNat(n walkResult, fromNode bool) ([]Outcome, error) {
 			continue
 		}
 		var after []string // filter hooks after IPVS
-		if fromNode {
+		if b.st.vs != nil || fromNode {
 			after = []string{"OUTPUT"}
-			if b.st.vs == nil && local {
-				after = append(after, "INPUT")
-			}
+		}
+		if fromNode && b.st.vs == nil && local {
+			after = append(after, "INPUT")
 		}
 		o, err := t.finish(b.st, after, v == Accept)
 		if err != nil {

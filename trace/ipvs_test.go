@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"fmt"
 	"math/big"
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -217,3 +219,35 @@ add KUBE-IPVS-IPS 1.2.3.4
 	}
 }
 
+// IPVS sends what it schedules out through LOCAL_OUT, whatever the source: another
+// tool's rule in filter OUTPUT applies to a client's connection through a virtual
+// server, and one in FORWARD does not (as the qemu guest of e2e/ipvsvm showed).
+func TestIPVSScheduledLeaveThroughOutput(t *testing.T) {
+	filter := `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -s 203.0.113.9/32 -d 10.1.0.5/32 -j DROP
+-A OUTPUT -s 203.0.113.9/32 -d 10.2.0.5/32 -p tcp -m tcp --dport 8080 -j REJECT --reject-with icmp-port-unreachable
+COMMIT
+`
+	tr, err := Open([]File{
+		{Name: "iptables-save", Data: []byte(iptablesSave + filter)},
+		{Name: "ipvsadm -Sn", Data: []byte(ipvsadmSave)},
+		{Name: "ipset save", Data: []byte(ipsetSave)},
+	}, Host{Local: addrs("192.168.0.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tr.Trace(Packet{Src: netip.MustParseAddr("203.0.113.9"), Dst: netip.MustParseAddr("10.96.0.10"), DPort: 80, Proto: "tcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range r.Outcomes {
+		got = append(got, fmt.Sprintf("%s %s %s", o.Verdict, o.Endpoint, o.Probability.RatString()))
+	}
+	if want := []string{"DNAT 10.1.0.5:8080 2/3", "REJECT 10.2.0.5:8080 1/3"}; !slices.Equal(got, want) {
+		t.Errorf("outcomes %q, want %q", got, want)
+	}
+}

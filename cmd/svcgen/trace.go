@@ -41,7 +41,8 @@ configuration) or from ruleset files (--rules, the format detected): svcgen's ip
 output or iptables-save; svcgen's nftables script or nft list ruleset; svcgen's ipvs
 script; or a node's ipvsadm -Sn, ipset save and iptables-save output, each with its
 own --rules. In ipvs mode the packet goes through the companion chains, IPVS (each
-real server takes its weight's share of new connections) and POSTROUTING.
+real server takes its weight's share of new connections), filter OUTPUT (IPVS sends
+what it schedules out through it, whatever the source) and POSTROUTING.
 
 With manifests, svcgen knows the node's addresses and places the source: the node
 itself (the packet starts in nat OUTPUT), a pod on this node (it arrives on a pod
