@@ -239,3 +239,18 @@ func TestUnproxiedServices(t *testing.T) {
 		t.Errorf("services = %v", sm.Services)
 	}
 }
+
+// A hand-written slice port without a name serves the Service's unnamed port: the API
+// server defaults the name to "" (SetDefaults_EndpointPort), and so does svcgen.
+func TestSlicePortWithoutNameServesUnnamedPort(t *testing.T) {
+	slice := `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: ns, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints: [{addresses: [10.1.0.1], conditions: {ready: true}}]`
+	sm := compileCluster(t, cluster(t, svc("web", "  clusterIP: 10.96.0.10\n  ports: [{port: 80, targetPort: 8080}]"), slice))
+	if got := endpointStrings(sm.Services[0].Ports[0].Endpoints); got != "10.1.0.1:8080" {
+		t.Errorf("endpoints = %q; want 10.1.0.1:8080", got)
+	}
+}

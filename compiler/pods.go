@@ -151,7 +151,7 @@ func (r *resolver) podSlice(s *model.Service, group []podEndpoint, fam model.IPF
 			continue // no pod of this group has the named port
 		}
 		name := sp.Name
-		es.Ports = append(es.Ports, model.EndpointPort{Name: &name, Protocol: sp.Protocol, Port: group[0].ports[i]})
+		es.Ports = append(es.Ports, model.EndpointPort{Name: name, Protocol: sp.Protocol, Port: group[0].ports[i]})
 	}
 	if len(es.Ports) == 0 {
 		return nil

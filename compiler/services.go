@@ -153,7 +153,7 @@ func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoin
 
 func slicePort(es *model.EndpointSlice, sp model.ServicePort) uint16 {
 	for _, p := range es.Ports {
-		if p.Name != nil && *p.Name == sp.Name && p.Protocol == sp.Protocol && p.Port != 0 {
+		if p.Name == sp.Name && p.Protocol == sp.Protocol && p.Port != 0 {
 			return uint16(p.Port)
 		}
 	}

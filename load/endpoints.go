@@ -39,8 +39,9 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 	l.Cluster.Slices = append(l.Cluster.Slices, es)
 }
 
-// endpointPort reads a slice or Endpoints port. An absent name stays nil: upstream
-// ignores such ports (the controller always writes name: "" for an unnamed port).
+// endpointPort reads a slice or Endpoints port. An absent name is "", as the API
+// server defaults it (SetDefaults_EndpointPort): a hand-written slice with one unnamed
+// port serves the Service's unnamed port once applied, so it does here too.
 func (w *walker) endpointPort(pn *node, path string) model.EndpointPort {
 	var p model.EndpointPort
 	if pn.kind != mappingNode {
@@ -48,11 +49,10 @@ func (w *walker) endpointPort(pn *node, path string) model.EndpointPort {
 		return p
 	}
 	if has(pn, "name") {
-		name := w.strAt(pn, path, "name")
-		if name != "" {
-			w.name(name, join(path, "name"), model.IANASvcName)
+		p.Name = w.strAt(pn, path, "name")
+		if p.Name != "" {
+			w.name(p.Name, join(path, "name"), model.IANASvcName)
 		}
-		p.Name = &name
 	}
 	p.Protocol = w.protocol(pn, path, "protocol")
 	p.Port = w.port(pn, path, "port")
@@ -113,13 +113,7 @@ func (l *Loader) endpoints(w *walker, n *node) {
 		sub.Addresses = w.endpointAddresses(sn, path, "addresses")
 		sub.NotReadyAddresses = w.endpointAddresses(sn, path, "notReadyAddresses")
 		w.seq(sn, path, "ports", func(pn *node, pp string) {
-			p := w.endpointPort(pn, pp)
-			if p.Name == nil {
-				// v1 Endpoints ports have a plain name field; absent means unnamed.
-				empty := ""
-				p.Name = &empty
-			}
-			sub.Ports = append(sub.Ports, p)
+			sub.Ports = append(sub.Ports, w.endpointPort(pn, pp))
 		})
 		e.Subsets = append(e.Subsets, sub)
 	})

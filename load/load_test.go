@@ -129,7 +129,7 @@ endpoints:
 		t.Fatal(err)
 	}
 	es := l.Cluster.Slices[0]
-	if es.Ports[0].Name != nil || es.Ports[1].Name == nil || *es.Ports[1].Name != "" {
+	if es.Ports[0].Name != "" || es.Ports[1].Name != "" {
 		t.Errorf("port names: %v %v", es.Ports[0].Name, es.Ports[1].Name)
 	}
 	ep := es.Endpoints[0]

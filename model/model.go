@@ -188,11 +188,11 @@ func (s *Service) ExternallyAccessible() bool {
 		(s.Type == TypeClusterIP && len(s.ExternalIPs) > 0)
 }
 
-// EndpointPort is one entry of an EndpointSlice's ports. Name is nil when the key is
-// absent: upstream ignores such ports, and the EndpointSlice controller always writes
-// name: "" for an unnamed port.
+// EndpointPort is one entry of an EndpointSlice's (or v1 Endpoints subset's) ports.
+// An absent name is "", as the API server defaults it, so it matches the Service's
+// unnamed port.
 type EndpointPort struct {
-	Name     *string
+	Name     string
 	Protocol Protocol
 	Port     int32 // 0 when absent
 }
