@@ -6,57 +6,98 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/internal/benchdata"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 )
 
-// generated compiles a generated cluster for nftables mode.
-func generated(b *testing.B, services int) *ir.ServiceMap {
+// generated compiles the generated cluster of benchdata for nftables mode, as the
+// command does; move changes one endpoint of one Service first.
+func generated(b *testing.B, services int, move bool) *ir.ServiceMap {
 	b.Helper()
-	var m bytes.Buffer
-	if err := gen.Write(&m, gen.Options{Services: services, Endpoints: 10}); err != nil {
-		b.Fatal(err)
+	c := benchdata.Cluster(b, services)
+	if move {
+		c = benchdata.MoveEndpoint(c)
 	}
-	l := &load.Loader{}
-	l.Bytes("gen.yaml", m.Bytes())
-	if err := l.Errors.Err(); err != nil {
-		b.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{Mode: compiler.NFTables})
+	res, err := pipeline.Compile(c, nil, false, pipeline.Settings{Mode: compiler.NFTables})
 	if err != nil {
 		b.Fatal(err)
 	}
 	return res.Map
 }
 
-func benchWrite(b *testing.B, services int) {
-	sm := generated(b, services)
-	b.ResetTimer()
-	for b.Loop() {
-		if err := Write(io.Discard, sm, Options{}); err != nil {
-			b.Fatal(err)
-		}
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+func benchWrite(b *testing.B, opts Options) {
+	for _, n := range benchdata.Sizes {
+		sm := generated(b, n, false)
+		b.Run(benchdata.Name(n), func(b *testing.B) {
+			var size countingWriter
+			if err := Write(&size, sm, opts); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(size.n)
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				if err := Write(io.Discard, sm, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
-func benchParse(b *testing.B, services int) {
-	var script bytes.Buffer
-	if err := Write(&script, generated(b, services), Options{}); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(script.Len()))
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := ParseBytes("script", script.Bytes()); err != nil {
+// BenchmarkWrite streams the whole table (44 MB at 10k): go test -run - -bench . ./emit/nft
+func BenchmarkWrite(b *testing.B)       { benchWrite(b, Options{}) }
+func BenchmarkWriteStages(b *testing.B) { benchWrite(b, Options{Stages: true}) }
+
+// BenchmarkWritePrevious is the command line's --previous for one moved endpoint: the
+// previous script parsed, the new table built and compared, the partial sync written
+// (its size reported as "bytes").
+func BenchmarkWritePrevious(b *testing.B) {
+	for _, n := range benchdata.Sizes {
+		var text bytes.Buffer
+		if err := Write(&text, generated(b, n, false), Options{}); err != nil {
 			b.Fatal(err)
 		}
+		next := generated(b, n, true)
+		b.Run(benchdata.Name(n), func(b *testing.B) {
+			var out bytes.Buffer
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				prev, err := ParseBytes("previous", text.Bytes())
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Reset()
+				if err := Write(&out, next, Options{Previous: prev}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(out.Len()), "bytes")
+		})
 	}
 }
 
-// go test -run - -bench . ./emit/nft (the 10k benchmarks take a while).
-func BenchmarkWrite1k(b *testing.B)  { benchWrite(b, 1000) }
-func BenchmarkWrite10k(b *testing.B) { benchWrite(b, 10000) }
-func BenchmarkParse1k(b *testing.B)  { benchParse(b, 1000) }
-func BenchmarkParse10k(b *testing.B) { benchParse(b, 10000) }
+func BenchmarkParse(b *testing.B) {
+	for _, n := range benchdata.Sizes {
+		var script bytes.Buffer
+		if err := Write(&script, generated(b, n, false), Options{}); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(benchdata.Name(n), func(b *testing.B) {
+			b.SetBytes(int64(script.Len()))
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				if _, err := ParseBytes("script", script.Bytes()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -49,30 +49,31 @@ var jumpRules = []jumpRule{
 	{clusterIPsCheck, filterOutput, "ct state new"},
 }
 
-// builder turns a service map into the desired table.
+// builder makes the objects of the table svcgen wants for a service map.
 type builder struct {
 	sm       *ir.ServiceMap
-	st       *State
 	ipX      string // "ip" or "ip6"
 	addrType string // "ipv4_addr" or "ipv6_addr"
 	mark     string
+	// local and notLocal match pod traffic and other traffic ("ip saddr 10.0.0.0/8",
+	// "ip saddr != 10.0.0.0/8"); "" without a local-traffic detector.
+	local, notLocal string
+	text            ruleText
 }
 
-// Build is the kube-proxy table svcgen wants for a service map.
-func Build(sm *ir.ServiceMap) *State {
+func newBuilder(sm *ir.ServiceMap) *builder {
 	b := &builder{sm: sm, ipX: "ip", addrType: "ipv4_addr", mark: sm.MasqueradeMark()}
-	family := knftables.IPv4Family
 	if sm.Family == model.IPv6 {
-		b.ipX, b.addrType, family = "ip6", "ipv6_addr", knftables.IPv6Family
+		b.ipX, b.addrType = "ip6", "ipv6_addr"
 	}
-	b.st = newState(family)
-	b.fixed()
-	for _, s := range sm.Services {
-		for _, p := range s.Ports {
-			b.port(p)
-		}
-	}
-	return b.st
+	b.local, b.notLocal = b.detector(false), b.detector(true)
+	return b
+}
+
+// Build is the kube-proxy table svcgen wants for a service map, every object made.
+// (Write streams the same table without holding it.)
+func Build(sm *ir.ServiceMap) *State {
+	return newTable(sm).state()
 }
 
 func (b *builder) noLocalhost() string {
@@ -82,9 +83,14 @@ func (b *builder) noLocalhost() string {
 	return "ip daddr != 127.0.0.0/8"
 }
 
-// fixed writes what kube-proxy's setupNFTables writes.
-func (b *builder) fixed() {
-	st := b.st
+// fixed is what kube-proxy's setupNFTables writes: the table, its base chains and
+// fixed chains with their rules, the sets and maps every service fills.
+func (b *builder) fixed() *State {
+	family := knftables.IPv4Family
+	if b.sm.Family == model.IPv6 {
+		family = knftables.IPv6Family
+	}
+	st := newState(family)
 	for _, bc := range baseChains {
 		st.chain(&knftables.Chain{Name: bc.name, Type: knftables.PtrTo(bc.typ), Hook: knftables.PtrTo(bc.hook), Priority: knftables.PtrTo(bc.priority)})
 	}
@@ -96,22 +102,21 @@ func (b *builder) fixed() {
 		st.chain(&knftables.Chain{Name: c})
 	}
 	st.chain(&knftables.Chain{Name: rejectChain, Comment: knftables.PtrTo("helper for @no-endpoint-services / @no-endpoint-nodeports")})
-	b.masqueradeRules()
-	b.clusterIPRules()
-	b.containers()
-	b.dispatchRules()
+	b.masqueradeRules(st)
+	b.clusterIPRules(st)
+	b.containers(st)
+	b.dispatchRules(st)
+	return st
 }
 
-func (b *builder) masqueradeRules() {
-	st := b.st
+func (b *builder) masqueradeRules(st *State) {
 	st.rule(markMasqChain, knftables.Concat("mark", "set", "mark", "or", b.mark), nil)
 	st.rule(masqueradingChain, knftables.Concat("mark", "and", b.mark, "==", "0", "return"), nil)
 	st.rule(masqueradingChain, knftables.Concat("mark", "set", "mark", "xor", b.mark), nil)
 	st.rule(masqueradingChain, "masquerade fully-random", nil)
 }
 
-func (b *builder) clusterIPRules() {
-	st := b.st
+func (b *builder) clusterIPRules(st *State) {
 	st.set(&knftables.Set{Name: clusterIPsSet, Type: b.addrType, Comment: knftables.PtrTo("Active ClusterIPs")})
 	st.rule(clusterIPsCheck, knftables.Concat(b.ipX, "daddr", "@", clusterIPsSet, "reject"), knftables.PtrTo("Reject traffic to invalid ports of ClusterIPs"))
 	if len(b.sm.ServiceCIDRs) > 0 {
@@ -124,8 +129,7 @@ func (b *builder) clusterIPRules() {
 }
 
 // containers adds the sets and maps every service fills.
-func (b *builder) containers() {
-	st := b.st
+func (b *builder) containers(st *State) {
 	tuple := b.addrType + " . inet_proto . inet_service : verdict"
 	if !b.sm.NodePorts.MatchAll {
 		np := st.set(&knftables.Set{Name: nodePortIPsSet, Type: b.addrType, Comment: knftables.PtrTo("IPs that accept NodePort traffic")})
@@ -143,8 +147,7 @@ func (b *builder) containers() {
 }
 
 // dispatchRules look packets up in the maps.
-func (b *builder) dispatchRules() {
-	st := b.st
+func (b *builder) dispatchRules(st *State) {
 	st.rule(rejectChain, "reject", nil)
 	st.rule(serviceEndpointsCheck, knftables.Concat(b.ipX, "daddr", ".", "meta l4proto", ".", "th dport", "vmap", "@", noEndpointServicesMap), nil)
 	if b.sm.NodePorts.MatchAll {

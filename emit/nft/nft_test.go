@@ -133,15 +133,38 @@ func TestStagesBuildTheSameTable(t *testing.T) {
 	if d, w := dump(t, got), dump(t, Build(sm)); d != w {
 		t.Errorf("the staged script leaves:\n%s\nwant:\n%s", d, w)
 	}
-	// Each stage must refer only to earlier stages; no hook before the last one.
-	st := Build(sm)
-	stages := Stages(st)
-	for i, ops := range stages[:len(stages)-1] {
-		for _, o := range ops {
-			if c, ok := o.Obj.(*knftables.Chain); ok && c.Hook != nil {
-				t.Errorf("stage %d adds base chain %s; base chains belong to the last stage", i+1, c.Name)
-			}
+	// Each stage refers only to objects of earlier stages (knftables' Fake checks every
+	// chain, set and map a line names), and only the last one hooks the table in.
+	stages := stageBodies(t, staged)
+	var loaded []byte
+	for i, body := range stages {
+		loaded = append(loaded, body...)
+		if _, err := ParseBytes("stages", loaded); err != nil {
+			t.Errorf("stages 1 to %d do not apply on their own: %v", i+1, err)
 		}
+		if hooks := bytes.Contains(body, []byte(" hook ")); hooks != (i == len(stages)-1) {
+			t.Errorf("stage %d: adds base chains %v, want only in the last stage", i+1, hooks)
+		}
+	}
+}
+
+// stageBodies returns the nft text of each stage of a staged script.
+func stageBodies(t *testing.T, script []byte) [][]byte {
+	t.Helper()
+	var bodies [][]byte
+	for rest := script; ; {
+		_, after, ok := bytes.Cut(rest, []byte("nft -f - <<'"))
+		if !ok {
+			return bodies
+		}
+		tag, body, _ := bytes.Cut(after, []byte("'\n"))
+		// The body ends at a line that is the tag alone (it may be the first line).
+		end := bytes.Index(append([]byte("\n"), body...), append(append([]byte("\n"), tag...), '\n'))
+		if end < 0 {
+			t.Fatalf("stage %s does not end", tag)
+		}
+		bodies = append(bodies, body[:end])
+		rest = body[end:]
 	}
 }
 
@@ -241,9 +264,7 @@ func TestListingRoundTrip(t *testing.T) {
 	want := Build(compileFiles(t, "../../examples"))
 	got := rs.Tables[knftables.IPv4Family]
 	if ops := partialOps(got, want); len(ops) != 0 {
-		var b bytes.Buffer
-		writeOps(&b, want.Family, ops)
-		t.Errorf("the listing differs from the table svcgen wants; partial sync:\n%s", b.String())
+		t.Errorf("the listing differs from the table svcgen wants; partial sync:\n%s", knftablesText(t, want.Family, ops))
 	}
 	// Rules read back in knftables' spelling, except what Canonical undoes.
 	for name, c := range want.Chains {
@@ -407,5 +428,33 @@ ports: [{name: p80, port: 80, protocol: TCP}]
 		if found != tc.want {
 			t.Errorf("%s: service-ips element for %s present = %v, want %v", tc.name, tc.lbIP, found, tc.want)
 		}
+	}
+}
+
+// Transactions (apply's) are what compile writes: the whole script, the stages of the
+// staged one, or the partial sync.
+func TestTransactions(t *testing.T) {
+	sm := compileFiles(t, "../../examples")
+	whole := write(t, sm, Options{})
+	txs, err := Transactions(sm, nil, 0)
+	if err != nil || len(txs) != 1 || !bytes.Equal(txs[0], whole) {
+		t.Errorf("whole: %d transactions, %v; want the script", len(txs), err)
+	}
+	staged := stageBodies(t, write(t, sm, Options{Stages: true}))
+	if txs, err = Transactions(sm, nil, 10); err != nil || len(txs) != len(staged) {
+		t.Fatalf("staged: %d transactions, %v; want %d", len(txs), err, len(staged))
+	}
+	for i := range txs {
+		if !bytes.Equal(txs[i], staged[i]) {
+			t.Errorf("stage %d:\n%s\nwant:\n%s", i+1, txs[i], staged[i])
+		}
+	}
+	prev, err := ParseBytes("before", whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := compileFiles(t, editExamples(t, [2]string{"198.18.2.12", "198.18.2.13"}))
+	if txs, err = Transactions(moved, prev, 10); err != nil || len(txs) != 1 || !bytes.Equal(txs[0], write(t, moved, Options{Previous: prev})) {
+		t.Errorf("partial: %d transactions, %v; want the partial sync", len(txs), err)
 	}
 }

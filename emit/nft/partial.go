@@ -28,7 +28,7 @@ var elementMaps = []string{clusterIPsSet, serviceIPsMap, firewallIPsMap, noEndpo
 // transaction.
 func partialOps(prev, want *State) []Op {
 	if !sameFixed(prev, want) {
-		return append(replaceTable(want), adds(want.Objects())...)
+		return append(replaceTable(want.Table), adds(want.Objects())...)
 	}
 	chainsOf, setsOf := map[string][]string{}, map[string][]string{}
 	for _, name := range sortedKeys(want.Chains) {

@@ -1,6 +1,7 @@
 package nft
 
 import (
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -8,16 +9,36 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// portPlan is one service port's names and kube-proxy's decisions for it.
+// portPlan is one service port's names and kube-proxy's decisions for it. It is all a
+// port's chains, rules, sets and elements are made from, one object at a time: Build
+// keeps them, the script writer writes each as it comes (see table).
 type portPlan struct {
 	p                                  *ir.Port
 	spn, proto, port, cip              string
 	cluster, local, external, firewall string
-	endpoints, affinity                []string // by index of p.Endpoints; "" if unreachable
+	endpoints                          []string // by index of p.Endpoints; "" if unreachable
 	usesCluster, usesLocal, usesExt    bool
 	usesFW                             bool
 	internalChain, externalPolicyChain string
 	internalVerdict, externalVerdict   string // "" when traffic has somewhere to go
+}
+
+// chainKind says which of a port's chains a chain is.
+type chainKind uint8
+
+const (
+	endpointChain chainKind = iota // one endpoint: DNAT
+	clusterChain                   // Cluster traffic policy: pick an endpoint
+	localChain                     // Local traffic policy: pick a local endpoint
+	externalChain                  // external destinations
+	firewallChain                  // loadBalancerSourceRanges
+)
+
+// portChain is one chain of a port: its kind and, for an endpoint chain, the
+// endpoint's index in p.Endpoints.
+type portChain struct {
+	kind chainKind
+	ep   int
 }
 
 func (b *builder) plan(p *ir.Port) *portPlan {
@@ -26,11 +47,10 @@ func (b *builder) plan(p *ir.Port) *portPlan {
 	pp := &portPlan{
 		p: p, spn: p.Name.String(), proto: proto, port: strconv.Itoa(int(p.Port)), cip: p.ClusterIP.String(),
 		cluster: prefixService + base, local: prefixLocal + base, external: prefixExternal + base, firewall: prefixFirewall + base,
-		endpoints: make([]string, len(p.Endpoints)), affinity: make([]string, len(p.Endpoints)),
+		endpoints: make([]string, len(p.Endpoints)),
 	}
 	for _, i := range p.Reachable {
-		eb := endpointBase(p.Name.Namespace, p.Name.Service, proto, p.Name.Port, p.Endpoints[i].String())
-		pp.endpoints[i], pp.affinity[i] = prefixEndpoint+eb, prefixAffinity+eb
+		pp.endpoints[i] = prefixEndpoint + endpointBase(p.Name.Namespace, p.Name.Service, proto, p.Name.Port, p.Endpoints[i].String())
 	}
 	pp.usesCluster = len(p.Cluster) > 0 && p.UsesCluster()
 	pp.usesLocal = len(p.Local) > 0 && p.UsesLocal()
@@ -47,6 +67,12 @@ func (b *builder) plan(p *ir.Port) *portPlan {
 	return pp
 }
 
+// affinitySet is the ClientIP affinity set of an endpoint: its chain's name with the
+// affinity prefix.
+func (pp *portPlan) affinitySet(i int) string {
+	return prefixAffinity + pp.endpoints[i][len(prefixEndpoint):]
+}
+
 // verdict is what the no-endpoint maps do with traffic that has nowhere to go.
 func verdict(r ir.Route) string {
 	switch r {
@@ -58,185 +84,194 @@ func verdict(r ir.Route) string {
 	return ""
 }
 
-// Chains lists the port's own chains.
-func (pp *portPlan) chains() []string {
-	var out []string
+// eachChain calls f with every chain of the port. (Internal traffic with somewhere to
+// go goes to the Cluster or Local chain, which the port then has: see ir.Port.Internal.)
+func (pp *portPlan) eachChain(f func(name string, c portChain)) {
 	for _, i := range pp.p.Reachable {
-		out = append(out, pp.endpoints[i])
+		f(pp.endpoints[i], portChain{endpointChain, i})
 	}
 	if pp.usesCluster {
-		out = append(out, pp.cluster)
+		f(pp.cluster, portChain{kind: clusterChain})
 	}
 	if pp.usesLocal {
-		out = append(out, pp.local)
+		f(pp.local, portChain{kind: localChain})
 	}
 	if pp.usesExt {
-		out = append(out, pp.external)
+		f(pp.external, portChain{kind: externalChain})
 	}
 	if pp.usesFW {
-		out = append(out, pp.firewall)
-	}
-	return out
-}
-
-// port writes one service port: its map elements, chains and rules.
-func (b *builder) port(p *ir.Port) {
-	pp := b.plan(p)
-	for _, c := range pp.chains() {
-		b.st.chain(&knftables.Chain{Name: c})
-	}
-	b.elements(pp)
-	b.internalRules(pp)
-	if pp.usesExt {
-		b.externalRules(pp)
-	}
-	if pp.usesFW {
-		b.firewallRule(pp)
-	}
-	b.affinitySets(pp)
-	if pp.usesCluster {
-		b.dispatch(pp, pp.cluster, p.Cluster)
-	}
-	if pp.usesLocal {
-		b.dispatch(pp, pp.local, p.Local)
-	}
-	for _, i := range p.Reachable {
-		b.endpointRules(pp, i)
+		f(pp.firewall, portChain{kind: firewallChain})
 	}
 }
 
-// key is "ADDR . proto . port".
-func (pp *portPlan) key(addr string) []string { return []string{addr, pp.proto, pp.port} }
-
-// elements fills cluster-ips, service-ips, no-endpoint-services, firewall-ips,
-// service-nodeports and no-endpoint-nodeports (kube-proxy writes these on every sync).
-func (b *builder) elements(pp *portPlan) {
-	st, p := b.st, pp.p
-	st.element(&knftables.Element{Set: clusterIPsSet, Key: []string{pp.cip}})
-	if pp.internalVerdict == "" {
-		st.element(&knftables.Element{Map: serviceIPsMap, Key: pp.key(pp.cip), Value: []string{goTo(pp.internalChain)}})
-	} else {
-		st.element(&knftables.Element{Map: noEndpointServicesMap, Key: pp.key(pp.cip), Value: []string{pp.internalVerdict}, Comment: &pp.spn})
-	}
-	for _, ip := range p.ExternalIPs {
-		b.externalElements(pp, ip.String(), false)
-	}
-	for _, ip := range p.LoadBalancerIPs {
-		b.externalElements(pp, ip.String(), true)
-	}
-	if p.NodePort == 0 {
-		return
-	}
-	np := []string{pp.proto, strconv.Itoa(int(p.NodePort))}
-	if p.HasEndpoints {
-		st.element(&knftables.Element{Map: serviceNodePortsMap, Key: np, Value: []string{goTo(pp.external)}})
-	}
-	if pp.externalVerdict != "" {
-		st.element(&knftables.Element{Map: noEndpointNodePorts, Key: np, Value: []string{pp.externalVerdict}, Comment: &pp.spn})
-	}
-}
-
-// externalElements writes the elements of an external IP or load-balancer IP.
-func (b *builder) externalElements(pp *portPlan, ip string, lb bool) {
-	st := b.st
-	if pp.p.HasEndpoints {
-		st.element(&knftables.Element{Map: serviceIPsMap, Key: pp.key(ip), Value: []string{goTo(pp.external)}})
-	}
-	if lb && pp.usesFW {
-		st.element(&knftables.Element{Map: firewallIPsMap, Key: pp.key(ip), Value: []string{goTo(pp.firewall)}})
-	}
-	if pp.externalVerdict != "" {
-		st.element(&knftables.Element{Map: noEndpointServicesMap, Key: pp.key(ip), Value: []string{pp.externalVerdict}, Comment: &pp.spn})
-	}
-}
-
-// internalRules masquerades cluster-IP traffic from outside the cluster (or all of it).
-func (b *builder) internalRules(pp *portPlan) {
-	if pp.internalVerdict != "" {
-		return
-	}
-	switch {
-	case b.sm.MasqueradeAll:
-		b.st.rule(pp.internalChain, knftables.Concat(b.ipX, "daddr", pp.cip, "jump", markMasqChain), nil)
-	case b.sm.LocalDetector.Implemented():
-		b.st.rule(pp.internalChain, knftables.Concat(b.ipX, "daddr", pp.cip, b.detector(true), "jump", markMasqChain), nil)
-	}
-}
-
-// externalRules: Cluster policy masquerades everything; Local policy keeps client
-// addresses but short-circuits pod and node traffic to every endpoint.
-func (b *builder) externalRules(pp *portPlan) {
-	st := b.st
-	if !pp.p.ExternalPolicyLocal {
-		st.rule(pp.external, knftables.Concat("jump", markMasqChain), nil)
-	} else {
-		if b.sm.LocalDetector.Implemented() {
-			st.rule(pp.external, knftables.Concat(b.detector(false), "goto", pp.cluster), knftables.PtrTo("short-circuit pod traffic"))
-		}
-		st.rule(pp.external, knftables.Concat("fib", "saddr", "type", "local", "jump", markMasqChain), knftables.PtrTo("masquerade local traffic"))
-		st.rule(pp.external, knftables.Concat("fib", "saddr", "type", "local", "goto", pp.cluster), knftables.PtrTo("short-circuit local traffic"))
-	}
-	if pp.externalVerdict == "" {
-		st.rule(pp.external, knftables.Concat("goto", pp.externalPolicyChain), nil)
-	}
-}
-
-// firewallRule drops sources outside loadBalancerSourceRanges (and the node's own
-// load-balancer IPs when a range holds the node's address).
-func (b *builder) firewallRule(pp *portPlan) {
-	var sources []string
-	for _, r := range pp.p.SourceRanges {
-		if len(sources) > 0 {
-			sources = append(sources, ",")
-		}
-		sources = append(sources, r.String())
-	}
-	if pp.p.FirewallAllowsNode(b.sm.Node.IP) {
-		for _, ip := range pp.p.LoadBalancerIPs {
-			sources = append(sources, ",", ip.String())
-		}
-	}
-	b.st.rule(pp.firewall, knftables.Concat(b.ipX, "saddr", "!=", "{", sources, "}", "drop"), nil)
-}
-
-func (b *builder) affinitySets(pp *portPlan) {
+// eachAffinitySet calls f with the port's ClientIP affinity sets, one per reachable
+// endpoint.
+func (b *builder) eachAffinitySet(pp *portPlan, f func(*knftables.Set)) {
 	if pp.p.AffinitySeconds == 0 {
 		return
 	}
+	timeout := time.Duration(pp.p.AffinitySeconds) * time.Second
 	for _, i := range pp.p.Reachable {
-		b.st.set(&knftables.Set{
-			Name:    pp.affinity[i],
+		f(&knftables.Set{
+			Name:    pp.affinitySet(i),
 			Type:    b.addrType,
 			Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
-			Timeout: knftables.PtrTo(time.Duration(pp.p.AffinitySeconds) * time.Second),
+			Timeout: &timeout,
 		})
 	}
 }
 
+// ruleSink receives a chain's rules in order: the rule's text, only valid during the
+// call, and its comment ("" for none).
+type ruleSink func(chain string, text []byte, comment string)
+
+// chainRules makes the rules of one of a port's chains.
+func (b *builder) chainRules(pp *portPlan, c portChain, out ruleSink) {
+	switch c.kind {
+	case endpointChain:
+		b.endpointRules(pp, c.ep, out)
+	case clusterChain:
+		b.policyRules(pp, pp.cluster, pp.p.Cluster, out)
+	case localChain:
+		b.policyRules(pp, pp.local, pp.p.Local, out)
+	case externalChain:
+		b.externalRules(pp, out)
+	case firewallChain:
+		b.firewallRule(pp, out)
+	}
+}
+
+// policyRules: the chain internal traffic goes to first masquerades cluster-IP traffic
+// from outside the cluster (or all of it); then every policy chain picks an endpoint.
+func (b *builder) policyRules(pp *portPlan, chain string, idx []int, out ruleSink) {
+	if chain == pp.internalChain && pp.internalVerdict == "" {
+		switch {
+		case b.sm.MasqueradeAll:
+			out(chain, b.text.reset().w(b.ipX, "daddr", pp.cip, "jump", markMasqChain).b, "")
+		case b.sm.LocalDetector.Implemented():
+			out(chain, b.text.reset().w(b.ipX, "daddr", pp.cip, b.notLocal, "jump", markMasqChain).b, "")
+		}
+	}
+	b.dispatch(pp, chain, idx, out)
+}
+
+// externalRules: Cluster policy masquerades everything; Local policy keeps client
+// addresses but short-circuits pod and node traffic to every endpoint.
+func (b *builder) externalRules(pp *portPlan, out ruleSink) {
+	t := &b.text
+	if !pp.p.ExternalPolicyLocal {
+		out(pp.external, t.reset().w("jump", markMasqChain).b, "")
+	} else {
+		if b.sm.LocalDetector.Implemented() {
+			out(pp.external, t.reset().w(b.local, "goto", pp.cluster).b, "short-circuit pod traffic")
+		}
+		out(pp.external, t.reset().w("fib saddr type local jump", markMasqChain).b, "masquerade local traffic")
+		out(pp.external, t.reset().w("fib saddr type local goto", pp.cluster).b, "short-circuit local traffic")
+	}
+	if pp.externalVerdict == "" {
+		out(pp.external, t.reset().w("goto", pp.externalPolicyChain).b, "")
+	}
+}
+
+// firewallRule drops sources outside loadBalancerSourceRanges (and the node's own
+// load-balancer IPs when a range holds the node's address):
+// "ip saddr != { 192.0.2.0/24 , 198.51.100.7 } drop".
+func (b *builder) firewallRule(pp *portPlan, out ruleSink) {
+	t := b.text.reset().w(b.ipX, "saddr != {")
+	for i, r := range pp.p.SourceRanges {
+		if i > 0 {
+			t.w(",")
+		}
+		t.prefix(r)
+	}
+	if pp.p.FirewallAllowsNode(b.sm.Node.IP) {
+		for _, ip := range pp.p.LoadBalancerIPs {
+			t.w(",").addr(ip)
+		}
+	}
+	out(pp.firewall, t.w("}", "drop").b, "")
+}
+
 // dispatch spreads a policy chain over endpoints with "numgen random mod N vmap",
 // after the affinity checks.
-func (b *builder) dispatch(pp *portPlan, chain string, idx []int) {
+func (b *builder) dispatch(pp *portPlan, chain string, idx []int, out ruleSink) {
+	t := &b.text
 	if pp.p.AffinitySeconds > 0 {
 		for _, i := range idx {
-			b.st.rule(chain, knftables.Concat(b.ipX, "saddr", "@", pp.affinity[i], "goto", pp.endpoints[i]), nil)
+			out(chain, t.reset().w(b.ipX, "saddr").at(pp.affinitySet(i)).w("goto", pp.endpoints[i]).b, "")
 		}
 	}
-	var elems []string
+	t.reset().w("numgen random mod").int(len(idx)).w("vmap {")
 	for k, i := range idx {
-		elems = append(elems, strconv.Itoa(k), ":", "goto", pp.endpoints[i])
-		if k != len(idx)-1 {
-			elems = append(elems, ",")
+		if k > 0 {
+			t.w(",")
 		}
+		t.int(k).w(":", "goto", pp.endpoints[i])
 	}
-	b.st.rule(chain, knftables.Concat("numgen random mod", len(idx), "vmap", "{", elems, "}"), nil)
+	out(chain, t.w("}").b, "")
 }
 
 // endpointRules: masquerade hairpin traffic, remember the client for affinity, DNAT.
-func (b *builder) endpointRules(pp *portPlan, i int) {
-	ep, chain := pp.p.Endpoints[i], pp.endpoints[i]
-	b.st.rule(chain, knftables.Concat(b.ipX, "saddr", ep.IP.String(), "jump", markMasqChain), nil)
+func (b *builder) endpointRules(pp *portPlan, i int, out ruleSink) {
+	ep, chain, t := pp.p.Endpoints[i], pp.endpoints[i], &b.text
+	out(chain, t.reset().w(b.ipX, "saddr").addr(ep.IP).w("jump", markMasqChain).b, "")
 	if pp.p.AffinitySeconds > 0 {
-		b.st.rule(chain, knftables.Concat("update", "@", pp.affinity[i], "{", b.ipX, "saddr", "}"), nil)
+		out(chain, t.reset().w("update").at(pp.affinitySet(i)).w("{", b.ipX, "saddr", "}").b, "")
 	}
-	b.st.rule(chain, knftables.Concat("meta l4proto", pp.proto, "dnat to", ep.String()), nil)
+	out(chain, t.reset().w("meta l4proto", pp.proto, "dnat to").addrPort(netip.AddrPortFrom(ep.IP, ep.Port)).b, "")
+}
+
+// elementContainers are the sets and maps that service ports fill.
+var elementContainers = []string{clusterIPsSet, serviceIPsMap, noEndpointServicesMap, firewallIPsMap, serviceNodePortsMap, noEndpointNodePorts}
+
+// elements makes the port's elements of one set or map (kube-proxy writes these on
+// every sync): for each, the cluster IP first, then external IPs, then load-balancer
+// IPs, as kube-proxy visits them.
+func (b *builder) elements(pp *portPlan, container string, out func(*knftables.Element)) {
+	p := pp.p
+	key := func(addr string) []string { return []string{addr, pp.proto, pp.port} }
+	external := func(f func(ip string, lb bool)) {
+		for _, ip := range p.ExternalIPs {
+			f(ip.String(), false)
+		}
+		for _, ip := range p.LoadBalancerIPs {
+			f(ip.String(), true)
+		}
+	}
+	switch container {
+	case clusterIPsSet:
+		out(&knftables.Element{Set: clusterIPsSet, Key: []string{pp.cip}})
+	case serviceIPsMap:
+		if pp.internalVerdict == "" {
+			out(&knftables.Element{Map: serviceIPsMap, Key: key(pp.cip), Value: []string{goTo(pp.internalChain)}})
+		}
+		if p.HasEndpoints {
+			external(func(ip string, _ bool) {
+				out(&knftables.Element{Map: serviceIPsMap, Key: key(ip), Value: []string{goTo(pp.external)}})
+			})
+		}
+	case noEndpointServicesMap:
+		if pp.internalVerdict != "" {
+			out(&knftables.Element{Map: noEndpointServicesMap, Key: key(pp.cip), Value: []string{pp.internalVerdict}, Comment: &pp.spn})
+		}
+		if pp.externalVerdict != "" {
+			external(func(ip string, _ bool) {
+				out(&knftables.Element{Map: noEndpointServicesMap, Key: key(ip), Value: []string{pp.externalVerdict}, Comment: &pp.spn})
+			})
+		}
+	case firewallIPsMap:
+		if pp.usesFW {
+			for _, ip := range p.LoadBalancerIPs {
+				out(&knftables.Element{Map: firewallIPsMap, Key: key(ip.String()), Value: []string{goTo(pp.firewall)}})
+			}
+		}
+	case serviceNodePortsMap:
+		if p.NodePort != 0 && p.HasEndpoints {
+			out(&knftables.Element{Map: serviceNodePortsMap, Key: []string{pp.proto, strconv.Itoa(int(p.NodePort))}, Value: []string{goTo(pp.external)}})
+		}
+	case noEndpointNodePorts:
+		if p.NodePort != 0 && pp.externalVerdict != "" {
+			out(&knftables.Element{Map: noEndpointNodePorts, Key: []string{pp.proto, strconv.Itoa(int(p.NodePort))}, Value: []string{pp.externalVerdict}, Comment: &pp.spn})
+		}
+	}
 }

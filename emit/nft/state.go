@@ -56,6 +56,15 @@ func (s *State) rule(chain, rule string, comment *string) {
 	ch.Rules = append(ch.Rules, &knftables.Rule{Chain: chain, Rule: rule, Comment: comment})
 }
 
+// addRule is a ruleSink that keeps the rules.
+func (s *State) addRule(chain string, text []byte, comment string) {
+	var c *string
+	if comment != "" {
+		c = &comment
+	}
+	s.rule(chain, string(text), c)
+}
+
 func (s *State) set(set *knftables.Set) *Container {
 	if c := s.Sets[set.Name]; c != nil {
 		return c

@@ -14,31 +14,38 @@ import (
 // for a large table but not atomic (see Options.Stages). A partial sync that finds the
 // table different outside the Services writes the whole table, in one transaction.
 func Transactions(sm *ir.ServiceMap, prev *Ruleset, stageAbove int) ([][]byte, error) {
-	st := Build(sm)
+	t := newTable(sm)
 	var have *State
 	if prev != nil {
-		have = prev.Tables[st.Family]
+		have = prev.Tables[t.fixed.Family]
 	}
-	if have == nil && stageAbove > 0 && len(st.Objects()) > stageAbove {
+	text := func(write func(lw *lineWriter)) ([]byte, error) {
+		var b bytes.Buffer
+		lw := newLineWriter(&b, t.fixed.Family)
+		write(lw)
+		err := lw.flush()
+		return b.Bytes(), err
+	}
+	if have == nil && stageAbove > 0 && t.objects() > stageAbove {
 		var out [][]byte
-		for _, ops := range Stages(st) {
-			var b bytes.Buffer
-			if err := writeOps(&b, st.Family, ops); err != nil {
+		for _, stage := range t.stages() {
+			b, err := text(stage)
+			if err != nil {
 				return nil, err
 			}
-			out = append(out, b.Bytes())
+			out = append(out, b)
 		}
 		return out, nil
 	}
-	var b bytes.Buffer
-	var err error
-	if have == nil {
-		err = writeScript(&b, st)
-	} else {
-		err = writeOps(&b, st.Family, partialOps(have, st))
-	}
-	if err != nil || b.Len() == 0 {
+	b, err := text(func(lw *lineWriter) {
+		if have == nil {
+			writeScript(lw, t)
+		} else {
+			writeOps(lw, partialOps(have, t.state()))
+		}
+	})
+	if err != nil || len(b) == 0 {
 		return nil, err
 	}
-	return [][]byte{b.Bytes()}, nil
+	return [][]byte{b}, nil
 }

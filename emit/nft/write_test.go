@@ -7,15 +7,32 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 	"sigs.k8s.io/knftables"
 )
 
-// Rules written directly are byte for byte what knftables writes for them, and an
-// invalid object still stops the output with knftables' error.
-func TestPlainRulesAsKnftables(t *testing.T) {
+// knftablesText writes operations through knftables alone, as the reference text.
+func knftablesText(t *testing.T, family knftables.Family, ops []Op) string {
+	t.Helper()
+	tx := knftables.NewFake(family, tableName).NewTransaction()
+	for _, o := range ops {
+		switch o.Verb {
+		case "add":
+			tx.Add(o.Obj)
+		case "flush":
+			tx.Flush(o.Obj)
+		case "delete":
+			tx.Delete(o.Obj)
+		}
+	}
+	return tx.String()
+}
+
+func generatedMap(t *testing.T, o gen.Options) *ir.ServiceMap {
+	t.Helper()
 	var m bytes.Buffer
-	if err := gen.Write(&m, gen.Options{Services: 300, Endpoints: 3}); err != nil {
+	if err := gen.Write(&m, o); err != nil {
 		t.Fatal(err)
 	}
 	l := &load.Loader{}
@@ -24,24 +41,76 @@ func TestPlainRulesAsKnftables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := Build(res.Map)
-	ops := append(replaceTable(st), adds(st.Objects())...)
-	comment := "a \"quoted\" comment"
-	ops = append(ops, Op{"add", &knftables.Rule{Chain: "services", Rule: "ip daddr 198.18.0.1 drop", Comment: &comment}})
-	var direct, viaKnftables bytes.Buffer
-	if err := writeOpsWith(&direct, st.Family, ops, true); err != nil {
-		t.Fatal(err)
+	return res.Map
+}
+
+// The streamed script is byte for byte what knftables writes for the table Build
+// makes: the lines the writer writes itself (regular chains, rules, elements) and the
+// order in which the table writes them.
+func TestScriptAsKnftables(t *testing.T) {
+	for _, sm := range []*ir.ServiceMap{
+		compileFiles(t, "../../examples"),
+		generatedMap(t, gen.Options{Services: 300, Endpoints: 3}),
+		generatedMap(t, gen.Options{Services: 60, Endpoints: 12, Nodes: 5, Seed: 7}),
+	} {
+		st := Build(sm)
+		want := knftablesText(t, st.Family, append(replaceTable(st.Table), adds(st.Objects())...))
+		if got := string(write(t, sm, Options{})); got != want {
+			t.Errorf("the script (%d bytes) is not knftables' text of the table (%d bytes)", len(got), len(want))
+		}
+		if got, want := newTable(sm).objects(), len(st.Objects()); got != want {
+			t.Errorf("the table counts %d objects, Build makes %d", got, want)
+		}
+		var dumped bytes.Buffer
+		if err := WriteState(&dumped, st); err != nil {
+			t.Fatal(err)
+		}
+		if want := knftablesText(t, st.Family, adds(st.Objects())); dumped.String() != want {
+			t.Errorf("WriteState is not knftables' text")
+		}
 	}
-	if err := writeOpsWith(&viaKnftables, st.Family, ops, false); err != nil {
-		t.Fatal(err)
+}
+
+// Objects that are not plain go through knftables, which writes them or refuses them
+// with its own error; a plain object with a quoted comment is written as knftables
+// quotes it.
+func TestLineWriterAsKnftables(t *testing.T) {
+	comment := "a \"quoted\" comment\\"
+	ops := []Op{
+		{"add", &knftables.Chain{Name: "services"}},
+		{"add", &knftables.Chain{Name: "helper", Comment: &comment}},
+		{"flush", &knftables.Chain{Name: "services"}},
+		{"add", &knftables.Rule{Chain: "services", Rule: "ip daddr 198.18.0.1 drop", Comment: &comment}},
+		{"add", &knftables.Rule{Chain: "services", Rule: "ip daddr 198.18.0.2 drop", Index: knftables.PtrTo(0)}},
+		{"add", &knftables.Element{Set: "cluster-ips", Key: []string{"198.18.0.1"}, Comment: &comment}},
+		{"add", &knftables.Element{Map: "service-ips", Key: []string{"198.18.0.1", "tcp", "80"}, Value: []string{"goto services"}}},
+		{"delete", &knftables.Element{Map: "service-ips", Key: []string{"198.18.0.1", "tcp", "80"}}},
+		{"add", &knftables.Set{Name: "s", Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.DynamicFlag}}},
 	}
-	if direct.Len() < 100000 || !bytes.Equal(direct.Bytes(), viaKnftables.Bytes()) {
-		t.Errorf("direct rules differ from knftables' text (%d and %d bytes)", direct.Len(), viaKnftables.Len())
+	for _, family := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
+		var b bytes.Buffer
+		lw := newLineWriter(&b, family)
+		writeOps(lw, ops)
+		if err := lw.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if want := knftablesText(t, family, ops); b.String() != want {
+			t.Errorf("%s: got\n%s\nwant\n%s", family, b.String(), want)
+		}
 	}
-	bad := append(ops, Op{"add", &knftables.Rule{Chain: "services"}})
-	for _, d := range []bool{true, false} {
-		if err := writeOpsWith(&bytes.Buffer{}, st.Family, bad, d); err == nil || err.Error() != "nftables: no rule specified" {
-			t.Errorf("direct=%v: error %v", d, err)
+	for _, bad := range []knftables.Object{
+		&knftables.Rule{Chain: "services"},
+		&knftables.Element{Map: "service-ips", Key: []string{"198.18.0.1"}},
+		&knftables.Chain{},
+	} {
+		var b bytes.Buffer
+		lw := newLineWriter(&b, knftables.IPv4Family)
+		lw.op("add", &knftables.Chain{Name: "services"})
+		lw.op("add", bad)
+		lw.op("add", &knftables.Chain{Name: "after"})
+		want := knftablesText(t, knftables.IPv4Family, []Op{{"add", bad}})
+		if err := lw.flush(); err == nil || "# ERROR: "+err.Error() != "# ERROR: nftables: "+want[len("# ERROR: "):] {
+			t.Errorf("%#v: error %v, want knftables' %q", bad, err, want)
 		}
 	}
 }

@@ -6,6 +6,8 @@ package benchdata
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -57,6 +59,20 @@ func Cluster(tb testing.TB, services int) *model.Cluster {
 		tb.Fatal(err)
 	}
 	return &l.Cluster
+}
+
+// MoveEndpoint returns the cluster with one endpoint of one Service moved: the first
+// address of the middle EndpointSlice becomes 10.99.0.1. The cluster itself is not
+// changed.
+func MoveEndpoint(c *model.Cluster) *model.Cluster {
+	moved := *c
+	moved.Slices = slices.Clone(c.Slices)
+	i := len(c.Slices) / 2
+	s := *c.Slices[i]
+	s.Endpoints = slices.Clone(s.Endpoints)
+	s.Endpoints[0].Addresses = []netip.Addr{netip.MustParseAddr("10.99.0.1")}
+	moved.Slices[i] = &s
+	return &moved
 }
 
 // CPU starts measuring the process's CPU time (user and system, every thread: GC
