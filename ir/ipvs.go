@@ -1,7 +1,8 @@
 package ir
 
 // IPVSRealServers is the endpoint set the ipvs proxier gives a virtual server of this
-// port (upstream's syncEndpoint). policyLocal is the traffic policy of that frontend:
+// port (upstream's syncEndpoint), as indexes into Endpoints (Cluster or Local, not a
+// copy: a port's frontends share it). policyLocal is the traffic policy of that frontend:
 // InternalPolicyLocal for the cluster IP, ExternalPolicyLocal for external IPs,
 // load-balancer IPs and node ports.
 //
@@ -11,9 +12,9 @@ package ir
 // pods on the node can still reach the Service). The Cluster set is nil when no
 // traffic uses it (internalTrafficPolicy Local on a Service that is not externally
 // accessible), and then the virtual server has no real server.
-func (p *Port) IPVSRealServers(policyLocal bool) []Endpoint {
+func (p *Port) IPVSRealServers(policyLocal bool) []int {
 	if policyLocal && len(p.Local) > 0 {
-		return p.LocalEndpoints()
+		return p.Local
 	}
-	return p.ClusterEndpoints()
+	return p.Cluster
 }

@@ -1,59 +1,48 @@
 package ipvsadm
 
 import (
-	"bytes"
-	"fmt"
 	"io"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/internal/benchdata"
+	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 )
 
+// generated compiles the generated cluster of benchdata for ipvs mode, as the command
+// does.
 func generated(b *testing.B, services int) *ir.ServiceMap {
-	var in bytes.Buffer
-	if err := gen.Write(&in, gen.Options{Services: services, Endpoints: 10, Nodes: 50, Seed: 1}); err != nil {
-		b.Fatal(err)
-	}
-	l := &load.Loader{}
-	l.Bytes("gen.yaml", in.Bytes())
-	if err := l.Errors.Err(); err != nil {
-		b.Fatal(err)
-	}
-	r, err := compiler.Resolve(&l.Cluster, compiler.ResolveOptions{})
+	b.Helper()
+	res, err := pipeline.Compile(benchdata.Cluster(b, services), nil, false, pipeline.Settings{Mode: compiler.IPVS})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sm, err := compiler.Compile(r.Cluster, compiler.Options{Mode: compiler.IPVS})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return sm
-}
-
-// BenchmarkScript measures Build and WriteScript over generated clusters of 10
-// endpoints a Service: go test -bench Script ./emit/ipvsadm
-func BenchmarkScript(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		sm := generated(b, n)
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			var size int64
-			for i := 0; i < b.N; i++ {
-				cw := &countWriter{}
-				if err := WriteScript(cw, Build(sm), Header{}); err != nil {
-					b.Fatal(err)
-				}
-				size = cw.n
-			}
-			b.ReportMetric(float64(size), "bytes/script")
-		})
-	}
+	return res.Map
 }
 
 type countWriter struct{ n int64 }
 
 func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
 
-var _ io.Writer = (*countWriter)(nil)
+// BenchmarkScript measures Build and WriteScript, what "compile -m ipvs" does after
+// the compile: go test -run - -bench Script ./emit/ipvsadm
+func BenchmarkScript(b *testing.B) {
+	for _, n := range benchdata.Sizes {
+		sm := generated(b, n)
+		b.Run(benchdata.Name(n), func(b *testing.B) {
+			var size countWriter
+			if err := WriteScript(&size, Build(sm), Header{}); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(size.n)
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				if err := WriteScript(io.Discard, Build(sm), Header{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -35,6 +35,12 @@ type builder struct {
 	// outFilter are load-balancer VIP:ports the node may not reach (source ranges
 	// without the node's IP).
 	outFilter []outFilter
+	// realsOf are the real servers made last, for the endpoints idx of port.
+	realsOf struct {
+		port  *ir.Port
+		idx   []int
+		reals []RealServer
+	}
 }
 
 type outFilter struct {
@@ -197,10 +203,28 @@ func (b *builder) service(p *ir.Port, ip netip.Addr, port uint16, policyLocal, b
 		return
 	}
 	vs.For = []string{note}
-	for _, e := range p.IPVSRealServers(policyLocal) {
-		vs.Reals = append(vs.Reals, RealServer{Address: netip.AddrPortFrom(e.IP, e.Port), Forward: Masquerade, Weight: 1})
-	}
+	vs.Reals = b.reals(p, p.IPVSRealServers(policyLocal))
 	b.vss[vs.Key()] = vs
+}
+
+// reals are the real servers of a port's endpoints idx, sorted as SortServices sorts
+// them. A port's virtual servers share them (the cluster IP, every node port address
+// and external IP of the same policy): made once per port, never appended to in place.
+func (b *builder) reals(p *ir.Port, idx []int) []RealServer {
+	if len(idx) == 0 {
+		return nil
+	}
+	if b.realsOf.port == p && slices.Equal(b.realsOf.idx, idx) {
+		return b.realsOf.reals
+	}
+	reals := make([]RealServer, len(idx))
+	for i, j := range idx {
+		e := p.Endpoints[j]
+		reals[i] = RealServer{Address: netip.AddrPortFrom(e.IP, e.Port), Forward: Masquerade, Weight: 1}
+	}
+	slices.SortFunc(reals, compareReals)
+	b.realsOf.port, b.realsOf.idx, b.realsOf.reals = p, idx, reals
+	return reals
 }
 
 func (b *builder) finish() *Node {

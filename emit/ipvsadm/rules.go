@@ -45,7 +45,19 @@ func ServiceLine(vs *VirtualServer) string {
 
 // RealLine is a real server as "ipvsadm -Sn" prints it ("-a -t VIP:80 -r IP:80 -m -w 1").
 func RealLine(vs *VirtualServer, rs RealServer) string {
-	return "-a " + vs.Key() + " -r " + rs.Address.String() + " " + string(rs.Forward) + " -w " + strconv.Itoa(rs.Weight)
+	return string(appendRealLine(nil, vs.Key(), rs))
+}
+
+// appendRealLine appends RealLine for the service named key, without a newline.
+func appendRealLine(b []byte, key string, rs RealServer) []byte {
+	b = append(b, "-a "...)
+	b = append(b, key...)
+	b = append(b, " -r "...)
+	b = rs.Address.AppendTo(b)
+	b = append(b, ' ')
+	b = append(b, rs.Forward...)
+	b = append(b, " -w "...)
+	return strconv.AppendInt(b, int64(rs.Weight), 10)
 }
 
 // schedFlags names the scheduler flag bits as ipvsadm does: sh-port, mh-port...
@@ -67,10 +79,14 @@ func schedFlags(vs *VirtualServer) string {
 // what "ipvsadm -Sn" prints for them: every service, then its real servers.
 func WriteRules(w io.Writer, vss []*VirtualServer) error {
 	bw := bufio.NewWriter(w)
+	var line []byte
 	for _, vs := range vss {
-		bw.WriteString(ServiceLine(vs) + "\n")
+		bw.WriteString(ServiceLine(vs))
+		bw.WriteByte('\n')
+		key := vs.Key()
 		for _, rs := range vs.Reals {
-			bw.WriteString(RealLine(vs, rs) + "\n")
+			line = append(appendRealLine(line[:0], key, rs), '\n')
+			bw.Write(line)
 		}
 	}
 	return bw.Flush()

@@ -154,6 +154,10 @@ func SortServices(vss []*VirtualServer) {
 		return a.Address.Compare(b.Address)
 	})
 	for _, vs := range vss {
-		slices.SortFunc(vs.Reals, func(a, b RealServer) int { return a.Address.Compare(b.Address) })
+		if !slices.IsSortedFunc(vs.Reals, compareReals) {
+			slices.SortFunc(vs.Reals, compareReals)
+		}
 	}
 }
+
+func compareReals(a, b RealServer) int { return a.Address.Compare(b.Address) }
