@@ -170,6 +170,9 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 		return err
 	}
 	printProblems(stderr, res.Warnings)
+	// Only the service map is written from here: let the clusters go, before a
+	// previous ruleset is read (at 10,000 Services they hold tens of megabytes).
+	res.Cluster, res.Resolved = nil, nil
 	if f.stages && res.Mode != compiler.NFTables {
 		return usagef("--stages is for nftables mode")
 	}

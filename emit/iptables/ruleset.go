@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,8 +125,14 @@ func (rs *Ruleset) Restore(name string, r io.Reader) error {
 }
 
 func (rs *Ruleset) restore(name string, r io.Reader, recordDeleted bool) error {
-	// One string for the whole text: rules keep pieces of it, not a copy a line.
+	// One string for the whole text: rules keep pieces of it, not a copy a line. A
+	// file says how large it is, so its text is read into memory of that size at once.
 	var text strings.Builder
+	if f, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if info, err := f.Stat(); err == nil {
+			text.Grow(int(info.Size()) + 1)
+		}
+	}
 	if _, err := io.Copy(&text, r); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

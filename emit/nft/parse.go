@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"sigs.k8s.io/knftables"
@@ -29,11 +30,18 @@ type Ruleset struct {
 //
 // Other tables are passed over. name is used in errors.
 func Parse(name string, r io.Reader) (*Ruleset, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
+	var buf bytes.Buffer
+	if f, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if info, err := f.Stat(); err == nil {
+			buf.Grow(int(info.Size()) + bytes.MinRead) // read at once into memory of its size
+		}
+	}
+	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	data := buf.Bytes()
 	var rs *Ruleset
+	var err error
 	if isListing(data) {
 		rs, err = parseListing(data)
 	} else {
