@@ -71,6 +71,11 @@ func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n
 // the byte-order mark or non-characters.
 func plainText(src string) bool {
 	for i := 0; i < len(src); {
+		// Eight printable ASCII characters at a time: most of any manifest.
+		if i+8 <= len(src) && printable8(src[i:i+8]) {
+			i += 8
+			continue
+		}
 		c := src[i]
 		if c < utf8.RuneSelf {
 			if c < 0x20 && c != '\t' && c != '\n' || c == 0x7f {
@@ -87,6 +92,29 @@ func plainText(src string) bool {
 		i += size
 	}
 	return true
+}
+
+// printable8 reports whether eight bytes are all printable ASCII (0x20 to 0x7e): none
+// below 0x20 (b-0x20 borrows into the high bit), none at 0x7f or above (b+1, or b
+// itself, has the high bit). A borrow or carry from one byte into the next comes only
+// from a byte that fails already.
+func printable8(s string) bool {
+	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	return ((w-0x2020202020202020)|(w+0x0101010101010101)|w)&0x8080808080808080 == 0
+}
+
+// spaces counts the spaces at s[p:], eight at a time while it can (indentation is
+// most of kubectl's JSON).
+func spaces(s string, p int) int {
+	i := p
+	for i+8 <= len(s) && s[i:i+8] == "        " {
+		i += 8
+	}
+	for i < len(s) && s[i] == ' ' {
+		i++
+	}
+	return i - p
 }
 
 type fastReader struct {
@@ -201,13 +229,7 @@ func (r *fastReader) endLine(p int) int {
 }
 
 // indent counts the spaces that start the line at r.pos.
-func (r *fastReader) indent() int {
-	i := 0
-	for r.pos+i < len(r.src) && r.src[r.pos+i] == ' ' {
-		i++
-	}
-	return i
-}
+func (r *fastReader) indent() int { return spaces(r.src, r.pos) }
 
 // seqEntry reports a block sequence entry ("-" then a space or the line end) at p.
 func (r *fastReader) seqEntry(p int) bool {
@@ -828,10 +850,7 @@ func (r *fastReader) flowSpace(p, ind int) int {
 			}
 		case '\n':
 			p++
-			i := 0
-			for p+i < len(s) && s[p+i] == ' ' {
-				i++
-			}
+			i := spaces(s, p)
 			if p+i < len(s) && s[p+i] != '\n' && s[p+i] != '#' && (i <= ind || r.marker0(p)) {
 				giveUp()
 			}

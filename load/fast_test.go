@@ -277,3 +277,20 @@ func TestStreamedListsLoadAsWhole(t *testing.T) {
 		}
 	}
 }
+
+// printable8 agrees with the byte-by-byte test for every byte in every position.
+func TestPrintable8(t *testing.T) {
+	word := []byte("abcdefgh")
+	for pos := range word {
+		for c := 0; c < 256; c++ {
+			w := append([]byte(nil), word...)
+			w[pos] = byte(c)
+			if got, want := printable8(string(w)), c >= 0x20 && c < 0x7f; got != want {
+				t.Errorf("printable8(%q) = %v", w, got)
+			}
+		}
+	}
+	if got := spaces("x          y", 1); got != 10 {
+		t.Errorf("spaces = %d, want 10", got)
+	}
+}
