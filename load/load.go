@@ -175,7 +175,34 @@ const pieceSize = 1 << 20
 // fast reads src with the fast reader, in pieces in parallel when it is large and
 // has many documents; false when the reader gave up (l is then as before).
 func (l *Loader) fast(name, src string) bool {
-	return l.fastPieces(name, src, runtime.GOMAXPROCS(0), pieceSize)
+	n := runtime.GOMAXPROCS(0)
+	if cut, ok := cutList(src, n, pieceSize); ok {
+		return l.fastList(name, src, &cut)
+	}
+	return l.fastPieces(name, src, n, pieceSize)
+}
+
+// readPiece reads one piece of an input (whose first document is number first+1)
+// into l with the fast reader; it reports whether the reader managed and how many
+// documents it read.
+func (l *Loader) readPiece(name, piece string, first int, cut *listCut) (ok bool, docs int) {
+	var items mark
+	ok = readFastInto(piece, func(doc int, tree *node) {
+		docs++
+		if list := get(tree, "items"); list != nil && list.streamed && !isList(tree) {
+			l.rollback(items) // not a List after all: its items mean nothing
+			if cut != nil {
+				cut.reached = false // nor do the other reader's
+			}
+		}
+		l.document(model.Origin{File: name, Doc: first + doc}, tree)
+	}, func(doc, j int, item *node) {
+		if j == 0 {
+			items = l.mark()
+		}
+		l.listItem(model.Origin{File: name, Doc: first + doc}, j, item)
+	}, true, cut)
+	return ok, docs
 }
 
 func (l *Loader) fastPieces(name, src string, n, min int) bool {
@@ -184,23 +211,10 @@ func (l *Loader) fastPieces(name, src string, n, min int) bool {
 	subs := make([]*Loader, len(pieces))
 	ok := make([]bool, len(pieces))
 	read := func(i int) {
-		n := 0
-		sub := subs[i]
-		var items mark
-		ok[i] = readFastInto(pieces[i], func(doc int, tree *node) {
-			n++
-			if list := get(tree, "items"); list != nil && list.streamed && !isList(tree) {
-				sub.rollback(items) // not a List after all: its items mean nothing
-			}
-			sub.document(model.Origin{File: name, Doc: first[i] + doc}, tree)
-		}, func(doc, j int, item *node) {
-			if j == 0 {
-				items = sub.mark()
-			}
-			sub.listItem(model.Origin{File: name, Doc: first[i] + doc}, j, item)
-		}, true)
+		var docs int
+		ok[i], docs = subs[i].readPiece(name, pieces[i], first[i], nil)
 		// The later pieces are numbered from the split's count: check it.
-		if i+1 < len(pieces) && n != first[i+1]-first[i] {
+		if i+1 < len(pieces) && docs != first[i+1]-first[i] {
 			ok[i] = false
 		}
 	}
@@ -227,6 +241,73 @@ func (l *Loader) fastPieces(name, src string, n, min int) bool {
 		l.Warnings.Merge(&sub.Warnings)
 	}
 	return true
+}
+
+// fastList reads a large kind: List printed as JSON (one document, so fastPieces
+// cannot split it) on two goroutines: this one reads the document with the items
+// before the cut, the other the items after it. When the first reader does not find
+// the cut where cutList guessed it, it reads every item and the other's are dropped.
+func (l *Loader) fastList(name, src string, cut *listCut) bool {
+	before := l.mark()
+	rest := &Loader{Dialect: l.Dialect}
+	var restOK bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		restOK = readItemsFast(src, cut.from, cut.to, cut.count, func(i int, item *node) {
+			rest.listItem(model.Origin{File: name, Doc: 1}, i, item)
+		})
+	})
+	ok, _ := l.readPiece(name, src, 0, cut)
+	wg.Wait()
+	switch {
+	case !ok || cut.reached && !restOK:
+		l.rollback(before)
+		return false
+	case cut.reached:
+		l.Cluster.Append(&rest.Cluster)
+		l.Errors.Merge(&rest.Errors)
+		l.Warnings.Merge(&rest.Warnings)
+	}
+	return true
+}
+
+// cutList guesses where to split the items of a large kind: List printed as JSON
+// (as kubectl and svcgen gen print it: "{" alone on the first line, the list's items
+// each opening with a "{" alone on a line at one indentation, a "]" alone closing
+// the list at the indentation of its key) from that layout: an item boundary near
+// the middle, the end of the list, and the items before the boundary. The readers
+// check the guess (see listCut); a wrong one costs time, never a result.
+func cutList(src string, cores, min int) (listCut, bool) {
+	const key = "\"items\": [\n"
+	if cores < 2 || len(src) < 2*min || !strings.HasPrefix(src, "{\n") {
+		return listCut{}, false
+	}
+	k := strings.Index(src, key)
+	if k < 0 {
+		return listCut{}, false
+	}
+	line := strings.LastIndexByte(src[:k], '\n') + 1
+	keyIndent := src[line:k]
+	first := k + len(key)
+	itemIndent := src[first : first+spaces(src, first)]
+	if strings.Trim(keyIndent, " ") != "" || len(itemIndent) <= len(keyIndent) {
+		return listCut{}, false
+	}
+	start := "\n" + itemIndent + "{\n"
+	boundary := "\n" + itemIndent + "},\n" + itemIndent + "{\n"
+	end := "\n" + keyIndent + "]"
+	to := strings.LastIndex(src, end)
+	if to < first {
+		return listCut{}, false
+	}
+	to += len(end) - 1
+	mid := first + (to-first)/2
+	b := strings.Index(src[mid:to], boundary)
+	if b < 0 {
+		return listCut{}, false
+	}
+	from := mid + b + len(boundary) - 2 // the "{" of the item
+	return listCut{from: from, to: to, count: strings.Count(src[first-1:from], start)}, true
 }
 
 // splitDocuments cuts src into at most n pieces of at least min bytes, each after the

@@ -131,4 +131,3 @@ func BenchmarkJSON(b *testing.B) {
 		bench(b, gen.JSON, func(b *testing.B, src []byte) { must(b, goccy(src)) })
 	})
 }
-
