@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs svcgen end to end on generated clusters and prints one table: input size,
-# compile time (wall and CPU), peak memory, output size, the --previous --minimal
-# partial for one moved endpoint, and, as root, how long the kernel takes to load the
-# result (iptables-restore in a scratch network namespace, which is deleted after).
+# compile time (wall and CPU), peak memory, output size, the --previous partial for
+# one moved endpoint (its size, CPU and peak memory), and, as root, how long the
+# kernel takes to load the result (iptables-restore in a scratch network namespace,
+# which is deleted after). Every mode: iptables from YAML and JSON, ipvs, nftables.
 #
 #   scripts/bench.sh                  # 1,000 and 10,000 Services x 10 endpoints
 #   scripts/bench.sh 2000 20000       # other sizes (Services; 10 endpoints each)
@@ -78,8 +79,11 @@ calc() { awk "BEGIN { print $* }"; }
 
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1e6 }'; }
 
-printf '| Services | input | size | compile wall | compile CPU | peak RSS | rules | partial, kube-proxy shape (--previous) | partial, --previous --minimal | kernel load, full | kernel load, minimal partial |\n'
-printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+# rsscol KB: peak memory in MB ("-" without GNU time).
+rsscol() { if [ "$1" = "-" ]; then echo "-"; else echo "$(($1 / 1024)) MB"; fi; }
+
+printf '| Services | input | size | compile wall | compile CPU | peak RSS | rules | partial, kube-proxy shape (--previous) | partial, --previous --minimal | --previous CPU, peak RSS | kernel load, full | kernel load, minimal partial |\n'
+printf '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for n in "${sizes[@]}"; do
   for format in yaml json; do
     in="$dir/gen-$n.$format"
@@ -88,6 +92,7 @@ for n in "${sizes[@]}"; do
     read -r wall cpu rss <<<"$(measure "$svcgen" compile -f "$in" -o "$out")"
     partial="-"
     kpartial="-"
+    prev="-"
     load="-"
     pload="-"
     if [ "$format" = yaml ]; then
@@ -96,7 +101,8 @@ for n in "${sizes[@]}"; do
       moved="$dir/moved-$n.yaml"
       sed 's/^\( *- \)10\.128\.1\.1$/\110.99.0.1/' "$in" >"$moved"
       cmp -s "$in" "$moved" && { echo "bench.sh: no endpoint moved" >&2; exit 1; }
-      "$svcgen" compile -f "$moved" --previous "$out" --minimal -o "$dir/partial-$n.rules"
+      read -r _ pcpu prss <<<"$(measure "$svcgen" compile -f "$moved" --previous "$out" --minimal -o "$dir/partial-$n.rules")"
+      prev="$(printf '%.2f s' "$pcpu"), $(rsscol "$prss")"
       "$svcgen" compile -f "$moved" --previous "$out" -o "$dir/kube-proxy-partial-$n.rules"
       partial="$(wc -c <"$dir/partial-$n.rules") bytes"
       kpartial="$(mb "$(wc -c <"$dir/kube-proxy-partial-$n.rules")")"
@@ -106,16 +112,22 @@ for n in "${sizes[@]}"; do
         pload="$pload s"
       fi
     fi
-    rsscol="-"
-    [ "$rss" != "-" ] && rsscol="$((rss / 1024)) MB"
-    printf '| %s | %s | %s | %.2f s | %.2f s | %s | %s | %s | %s | %s | %s |\n' \
-      "$n" "$format" "$(mb "$(wc -c <"$in")")" "$wall" "$cpu" "$rsscol" "$(mb "$(wc -c <"$out")")" "$kpartial" "$partial" "$load" "$pload"
+    printf '| %s | %s | %s | %.2f s | %.2f s | %s | %s | %s | %s | %s | %s | %s |\n' \
+      "$n" "$format" "$(mb "$(wc -c <"$in")")" "$wall" "$cpu" "$(rsscol "$rss")" "$(mb "$(wc -c <"$out")")" "$kpartial" "$partial" "$prev" "$load" "$pload"
   done
-  # The other modes, from the YAML: the compile only (ipvs needs a kernel with IPVS;
-  # a whole nft -f of 10k Services takes minutes: NFT_LOAD=1 times it too).
+  # The other modes, from the YAML: the compile (ipvs needs a kernel with IPVS; a
+  # whole nft -f of 10k Services takes minutes: NFT_LOAD=1 times it too), and for
+  # nftables the --previous partial of the moved endpoint (always minimal).
   for mode in ipvs nftables; do
     out="$dir/out-$n.$mode"
     read -r wall cpu rss <<<"$(measure "$svcgen" compile -m "$mode" -f "$dir/gen-$n.yaml" -o "$out")"
+    partial="-"
+    prev="-"
+    if [ "$mode" = nftables ]; then
+      read -r _ pcpu prss <<<"$(measure "$svcgen" compile -m nftables -f "$dir/moved-$n.yaml" --previous "$out" -o "$dir/partial-$n.nft")"
+      prev="$(printf '%.2f s' "$pcpu"), $(rsscol "$prss")"
+      partial="$(wc -c <"$dir/partial-$n.nft") bytes"
+    fi
     load="-"
     if [ "$mode" = nftables ] && $kernel && [ "${NFT_LOAD:-}" = 1 ] && command -v nft >/dev/null; then
       cleanup
@@ -125,9 +137,7 @@ for n in "${sizes[@]}"; do
       load="$(printf '%.2f' "$(calc "$(date +%s.%N) - $t0")") s"
       cleanup
     fi
-    rsscol="-"
-    [ "$rss" != "-" ] && rsscol="$((rss / 1024)) MB"
-    printf '| %s | yaml, -m %s | %s | %.2f s | %.2f s | %s | %s | - | - | %s | - |\n' \
-      "$n" "$mode" "$(mb "$(wc -c <"$dir/gen-$n.yaml")")" "$wall" "$cpu" "$rsscol" "$(mb "$(wc -c <"$out")")" "$load"
+    printf '| %s | yaml, -m %s | %s | %.2f s | %.2f s | %s | %s | - | %s | %s | %s | - |\n' \
+      "$n" "$mode" "$(mb "$(wc -c <"$dir/gen-$n.yaml")")" "$wall" "$cpu" "$(rsscol "$rss")" "$(mb "$(wc -c <"$out")")" "$partial" "$prev" "$load"
   done
 done
