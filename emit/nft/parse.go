@@ -39,7 +39,11 @@ func Parse(name string, r io.Reader) (*Ruleset, error) {
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	data := buf.Bytes()
+	return ParseBytes(name, buf.Bytes())
+}
+
+// ParseBytes is Parse of a byte slice.
+func ParseBytes(name string, data []byte) (*Ruleset, error) {
 	var rs *Ruleset
 	var err error
 	if isListing(data) {
@@ -54,11 +58,6 @@ func Parse(name string, r io.Reader) (*Ruleset, error) {
 		return nil, fmt.Errorf("%s: no %s table (want an nft script or \"nft list ruleset\" output)", name, tableName)
 	}
 	return rs, nil
-}
-
-// ParseBytes is Parse of a byte slice.
-func ParseBytes(name string, data []byte) (*Ruleset, error) {
-	return Parse(name, bytes.NewReader(data))
 }
 
 // isListing reports whether the first significant line opens a "table" block.
@@ -80,11 +79,99 @@ const maxLine = 16 << 20
 
 // scriptParser applies a script's operations to one knftables Fake per family.
 // Set and map elements are kept beside the Fake, by key: the Fake looks each new
-// element up in a list, which a 10,000-Service table makes quadratic.
+// element up in a list, which a 10,000-Service table makes quadratic. Plain chains
+// and rules, most of a table, are read here (see plainAdd); knftables' parser
+// (Fake.ParseDump, a regular expression a line) reads the other "add" lines.
 type scriptParser struct {
 	fakes   map[knftables.Family]*knftables.Fake
-	pending map[knftables.Family][]string // "add" lines not yet applied
+	pending map[knftables.Family][]pendingAdd // "add" operations not yet applied
 	elems   map[knftables.Family]map[string]*elementList
+}
+
+// pendingAdd is an "add" line for knftables' parser, or an object read here.
+type pendingAdd struct {
+	line string
+	obj  knftables.Object
+}
+
+// parseDefinition reads the "add" line of a table, chain, set or map with knftables'
+// parser, alone in a scratch table, so that it goes into the same transaction as the
+// objects read here: the Fake copies its whole table on each run. Other kinds are
+// left to the line's own run (nil).
+func parseDefinition(family knftables.Family, kind, l string) (knftables.Object, error) {
+	scratch := knftables.NewFake(family, tableName)
+	text := l
+	if kind != "table" {
+		text = "add table " + string(family) + " " + tableName + "\n" + l
+	}
+	switch kind {
+	case "table", "chain", "set", "map":
+	default:
+		return nil, nil
+	}
+	if err := scratch.ParseDump(text); err != nil {
+		return nil, err
+	}
+	t := scratch.Table
+	switch kind {
+	case "table":
+		o := t.Table
+		o.Handle = nil
+		return &o, nil
+	case "chain":
+		for _, c := range t.Chains {
+			o := c.Chain
+			o.Handle = nil
+			return &o, nil
+		}
+	case "set":
+		for _, c := range t.Sets {
+			o := c.Set
+			o.Handle = nil
+			return &o, nil
+		}
+	case "map":
+		for _, c := range t.Maps {
+			o := c.Map
+			o.Handle = nil
+			return &o, nil
+		}
+	}
+	return nil, fmt.Errorf("%q: knftables read no %s from it", l, kind)
+}
+
+// plainAdd reads the commonest "add" lines as knftables' parser would: a regular
+// chain without properties ("add chain ip kube-proxy NAME") and a rule without index
+// or handle ("add rule ip kube-proxy CHAIN RULE [comment "C"]"; knftables takes the
+// comment's quotes off, and nothing else). rest is what follows the table's name.
+// Anything else is left to knftables (nil).
+func plainAdd(kind, rest string) knftables.Object {
+	switch kind {
+	case "chain":
+		if rest != "" && !strings.ContainsAny(rest, " {\"") {
+			return &knftables.Chain{Name: rest}
+		}
+	case "rule":
+		chain, rule, ok := strings.Cut(rest, " ")
+		if !ok || chain == "" || strings.HasPrefix(rule, "index ") || strings.HasPrefix(rule, "handle ") {
+			return nil
+		}
+		q := strings.IndexByte(rule, '"')
+		if q < 0 {
+			if rule == "" {
+				return nil
+			}
+			return &knftables.Rule{Chain: chain, Rule: rule}
+		}
+		const tag = " comment "
+		text, comment := rule[:q], rule[q:]
+		if !strings.HasSuffix(text, tag) || len(text) == len(tag) || len(comment) < 2 || !strings.HasSuffix(comment, `"`) {
+			return nil
+		}
+		c := strings.Trim(comment, `"`)
+		return &knftables.Rule{Chain: chain, Rule: text[:len(text)-len(tag)], Comment: &c}
+	}
+	return nil
 }
 
 // elementList is a container's elements in insertion order, indexed by key.
@@ -114,7 +201,7 @@ func (l *elementList) list() []*knftables.Element {
 // parseScript reads nft -f text. Runs of "add" lines go through knftables' own
 // parser (Fake.ParseDump); flush and delete operations are applied between them.
 func parseScript(data []byte) (*Ruleset, error) {
-	p := &scriptParser{fakes: map[knftables.Family]*knftables.Fake{}, pending: map[knftables.Family][]string{},
+	p := &scriptParser{fakes: map[knftables.Family]*knftables.Fake{}, pending: map[knftables.Family][]pendingAdd{},
 		elems: map[knftables.Family]map[string]*elementList{}}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxLine)
@@ -193,7 +280,18 @@ func (p *scriptParser) line(l string) error {
 		return p.addElement(family, f[4], l)
 	}
 	if verb == "add" {
-		p.pending[family] = append(p.pending[family], l)
+		add := pendingAdd{line: l}
+		if len(f) > 4 {
+			add.obj = plainAdd(kind, l[strings.Index(l, f[4]):])
+		}
+		if add.obj == nil && kind != "rule" {
+			obj, err := parseDefinition(family, kind, l)
+			if err != nil {
+				return err
+			}
+			add.obj = obj
+		}
+		p.pending[family] = append(p.pending[family], add)
 		return nil
 	}
 	if err := p.dropElements(family, verb, kind, f[4:], l); err != nil {
@@ -270,14 +368,37 @@ func (p *scriptParser) dropElements(family knftables.Family, verb, kind string, 
 	return nil
 }
 
-// apply runs the pending "add" lines of a family.
+// apply runs the pending "add" operations of a family, in order: runs of objects
+// read here in one transaction, runs of lines through knftables' parser.
 func (p *scriptParser) apply(family knftables.Family) error {
-	lines := p.pending[family]
-	if len(lines) == 0 {
-		return nil
-	}
+	fake, pending := p.fakes[family], p.pending[family]
 	p.pending[family] = nil
-	return p.fakes[family].ParseDump(strings.Join(lines, "\n"))
+	for len(pending) > 0 {
+		n := 1
+		for n < len(pending) && (pending[n].obj == nil) == (pending[0].obj == nil) {
+			n++
+		}
+		run := pending[:n]
+		pending = pending[n:]
+		if run[0].obj == nil {
+			lines := make([]string, len(run))
+			for i, a := range run {
+				lines[i] = a.line
+			}
+			if err := fake.ParseDump(strings.Join(lines, "\n")); err != nil {
+				return err
+			}
+			continue
+		}
+		tx := fake.NewTransaction()
+		for _, a := range run {
+			tx.Add(a.obj)
+		}
+		if err := fake.Run(context.Background(), tx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // target is the object a flush or delete names: "table", "chain NAME", "set NAME",

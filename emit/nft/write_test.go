@@ -2,6 +2,7 @@ package nft
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
@@ -82,6 +83,7 @@ func TestLineWriterAsKnftables(t *testing.T) {
 		{"flush", &knftables.Chain{Name: "services"}},
 		{"add", &knftables.Rule{Chain: "services", Rule: "ip daddr 198.18.0.1 drop", Comment: &comment}},
 		{"add", &knftables.Rule{Chain: "services", Rule: "ip daddr 198.18.0.2 drop", Index: knftables.PtrTo(0)}},
+		{"add", &knftables.Rule{Chain: "services", Rule: "ip daddr 198.18.0.3 drop", Comment: knftables.PtrTo("")}},
 		{"add", &knftables.Element{Set: "cluster-ips", Key: []string{"198.18.0.1"}, Comment: &comment}},
 		{"add", &knftables.Element{Map: "service-ips", Key: []string{"198.18.0.1", "tcp", "80"}, Value: []string{"goto services"}}},
 		{"delete", &knftables.Element{Map: "service-ips", Key: []string{"198.18.0.1", "tcp", "80"}}},
@@ -111,6 +113,51 @@ func TestLineWriterAsKnftables(t *testing.T) {
 		want := knftablesText(t, knftables.IPv4Family, []Op{{"add", bad}})
 		if err := lw.flush(); err == nil || "# ERROR: "+err.Error() != "# ERROR: nftables: "+want[len("# ERROR: "):] {
 			t.Errorf("%#v: error %v, want knftables' %q", bad, err, want)
+		}
+	}
+}
+
+// The chain and rule lines the parser reads itself come out as knftables' parser
+// reads them; the others are left to knftables.
+func TestPlainAddAsKnftables(t *testing.T) {
+	const head = "add table ip kube-proxy\nadd chain ip kube-proxy services\nadd chain ip kube-proxy reject-chain\n"
+	for _, tc := range []struct {
+		line  string
+		plain bool
+	}{
+		{`add chain ip kube-proxy endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80`, true},
+		{`add chain ip kube-proxy x { comment "c" ; }`, false},
+		{`add rule ip kube-proxy services ip daddr . meta l4proto . th dport vmap @service-ips`, true},
+		{`add rule ip kube-proxy services ip daddr 198.18.0.1 reject comment "Reject traffic to invalid ports"`, true},
+		{`add rule ip kube-proxy services ip daddr 198.18.0.2 drop comment "a \"quoted\" word"`, true},
+		{`add rule ip kube-proxy services ip daddr 198.18.0.3 drop comment ""`, true},
+		{`add rule ip kube-proxy services ip daddr 198.18.0.4 goto reject-chain`, true},
+		{`add rule ip kube-proxy services index 0 ip daddr 198.18.0.5 drop`, false},
+		{`add rule ip kube-proxy services handle 3 ip daddr 198.18.0.6 drop`, false},
+	} {
+		var via bool
+		script := head + tc.line + "\n"
+		ref := knftables.NewFake(knftables.IPv4Family, tableName)
+		refErr := ref.ParseDump(script)
+		f := strings.Fields(tc.line)
+		obj := plainAdd(f[1], tc.line[strings.Index(tc.line, f[4]):])
+		if via = obj != nil; via != tc.plain {
+			t.Errorf("%s: read here %v, want %v", tc.line, via, tc.plain)
+		}
+		rs, err := ParseBytes("script", []byte(script))
+		if (err != nil) != (refErr != nil) {
+			t.Errorf("%s: error %v, knftables' %v", tc.line, err, refErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		var got bytes.Buffer
+		if err := WriteState(&got, rs.Tables[knftables.IPv4Family]); err != nil {
+			t.Fatal(err)
+		}
+		if want := fromFake(knftables.IPv4Family, ref.Table); got.String() != knftablesText(t, knftables.IPv4Family, adds(want.Objects())) {
+			t.Errorf("%s: read as\n%s\nknftables reads\n%s", tc.line, got.String(), knftablesText(t, knftables.IPv4Family, adds(want.Objects())))
 		}
 	}
 }

@@ -167,9 +167,11 @@ func plainChain(c *knftables.Chain) bool {
 		c.Priority == nil && c.Policy == nil && c.Device == nil && c.Comment == nil
 }
 
-// plainRule: a rule appended to a chain of the writer's own table (no index or handle).
+// plainRule: a rule appended to a chain of the writer's own table (no index or
+// handle), with no comment or one that is not empty (rule's "" is none).
 func plainRule(r *knftables.Rule) bool {
-	return r.Chain != "" && r.Rule != "" && r.Index == nil && r.Handle == nil && r.Family == "" && r.Table == ""
+	return r.Chain != "" && r.Rule != "" && r.Index == nil && r.Handle == nil && r.Family == "" && r.Table == "" &&
+		(r.Comment == nil || *r.Comment != "")
 }
 
 // plainElement: an element of one set or map of the writer's own table, with a key,
