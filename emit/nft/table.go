@@ -90,9 +90,10 @@ func (t *table) elements(name string, out func(*knftables.Element)) {
 	}
 }
 
-// state makes every object: the table as a State.
+// state makes every object: the table as a State (a new one: the table can still be
+// written after).
 func (t *table) state() *State {
-	st := t.fixed
+	st := t.b.fixed()
 	for _, c := range t.chains {
 		if c.fixed == nil {
 			st.chain(&knftables.Chain{Name: c.name})
