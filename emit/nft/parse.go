@@ -433,7 +433,8 @@ func (p *scriptParser) target(family knftables.Family, kind string, rest []strin
 }
 
 // fromFake turns a knftables Fake table into a State, without the handles the Fake
-// numbered its objects with (a State is text, as a script writes it).
+// numbered its objects with (a State is text, as a script writes it). The State takes
+// the Fake's rules, which it changes: the Fake is not to be used after.
 func fromFake(family knftables.Family, t *knftables.FakeTable) *State {
 	st := newState(family)
 	table := t.Table
@@ -442,13 +443,10 @@ func fromFake(family knftables.Family, t *knftables.FakeTable) *State {
 	for name, c := range t.Chains {
 		chain := c.Chain
 		chain.Handle = nil
-		rules := make([]*knftables.Rule, len(c.Rules))
-		for i, r := range c.Rules {
-			rule := *r
-			rule.Handle, rule.Index = nil, nil
-			rules[i] = &rule
+		for _, r := range c.Rules {
+			r.Handle, r.Index = nil, nil
 		}
-		st.Chains[name] = &Chain{Obj: &chain, Rules: rules}
+		st.Chains[name] = &Chain{Obj: &chain, Rules: c.Rules}
 	}
 	for name, s := range t.Sets {
 		set := s.Set
