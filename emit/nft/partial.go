@@ -10,57 +10,103 @@ import (
 // nftElementStorage).
 var elementMaps = []string{clusterIPsSet, serviceIPsMap, firewallIPsMap, noEndpointServicesMap, noEndpointNodePorts, serviceNodePortsMap}
 
+// wanted is the table a partial sync goes to, as partialOps reads it: everything that
+// is not a Service's (fixed), then the Services' chains and affinity sets by name, and
+// the elements of each set and map. A planned table gives one without making more
+// than one chain's rules at a time (table.wanted), a State from its objects
+// (State.wanted).
+type wanted struct {
+	fixed    *State
+	chains   []wantedChain
+	sets     []*knftables.Set
+	elements func(container string, out func(*knftables.Element))
+}
+
+// wantedChain is one of the Services' chains, and how to make its rules.
+type wantedChain struct {
+	name  string
+	rules func(ruleSink)
+}
+
+func (st *State) wanted() *wanted {
+	w := &wanted{fixed: st, elements: func(name string, out func(*knftables.Element)) {
+		if c := container(st, name); c != nil {
+			for _, e := range c.Elements {
+				out(e)
+			}
+		}
+	}}
+	for _, name := range sortedKeys(st.Chains) {
+		if c := st.Chains[name]; IsServiceChain(name) {
+			w.chains = append(w.chains, wantedChain{name, func(out ruleSink) {
+				for _, r := range c.Rules {
+					out(r.Chain, []byte(r.Rule), ptrString(r.Comment))
+				}
+			}})
+		}
+	}
+	for _, name := range sortedKeys(st.Sets) {
+		if IsAffinitySet(name) {
+			w.sets = append(w.sets, st.Sets[name].Set)
+		}
+	}
+	return w
+}
+
 // partialOps is kube-proxy's partial sync from prev to want, in this order: the chains
 // of Services whose chains or affinity sets changed, each added and flushed (Services
 // by namespace/name, chains by name); their affinity sets; the rules of those chains;
 // element deletes, then element adds (a changed value is a delete and an add, as
 // kube-proxy's nftElementStorage does); every stale chain flushed, then each deleted;
 // stale affinity sets deleted. Nothing is referred to before it exists, and a chain is
-// deleted only when nothing refers to it any more.
+// deleted only when nothing refers to it any more. The wanted rules are made twice,
+// to compare and for the Services that changed, and never kept all at once.
 //
 // If anything outside the Services differs (base chains, fixed rules, container
-// definitions, the node-port addresses), kube-proxy would run a full sync; so does this,
-// writing the whole table.
+// definitions, the node-port addresses), kube-proxy would run a full sync; so does
+// this: full says to write the whole table.
 //
 // Unlike kube-proxy, which deletes stale chains a second later in a transaction of
 // their own (kernels before 6.2 may still count a chain as referenced right after the
 // map element that named it is deleted), the stale chains are deleted in the same
 // transaction.
-func partialOps(prev, want *State) []Op {
-	if !sameFixed(prev, want) {
-		return append(replaceTable(want.Table), adds(want.Objects())...)
+func partialOps(prev *State, want *wanted) (ops []Op, full bool) {
+	if !sameFixed(prev, want.fixed) {
+		return nil, true
 	}
-	chainsOf, setsOf := map[string][]string{}, map[string][]string{}
-	for _, name := range sortedKeys(want.Chains) {
-		if IsServiceChain(name) {
-			chainsOf[ownerOf(name)] = append(chainsOf[ownerOf(name)], name)
-		}
-	}
-	for _, name := range sortedKeys(want.Sets) {
-		if IsAffinitySet(name) {
-			setsOf[ownerOf(name)] = append(setsOf[ownerOf(name)], name)
-		}
-	}
+	changed := changedOwners(prev, want)
 	var chains, sets, rules, stale []Op
-	for _, owner := range changedOwners(prev, want) {
-		for _, name := range chainsOf[owner] {
-			c := want.Chains[name]
-			chains = append(chains, Op{"add", c.Obj}, Op{"flush", &knftables.Chain{Name: name}})
-			for _, r := range c.Rules {
-				rules = append(rules, Op{"add", r})
+	keep := func(chain string, text []byte, comment string) {
+		r := &knftables.Rule{Chain: chain, Rule: string(text)}
+		if comment != "" {
+			r.Comment = &comment
+		}
+		rules = append(rules, Op{"add", r})
+	}
+	for _, owner := range changed {
+		for _, c := range want.chains {
+			if ownerOf(c.name) == owner {
+				chains = append(chains, Op{"add", &knftables.Chain{Name: c.name}}, Op{"flush", &knftables.Chain{Name: c.name}})
+				c.rules(keep)
 			}
 		}
-		for _, name := range setsOf[owner] {
-			sets = append(sets, Op{"add", want.Sets[name].Set})
+		for _, s := range want.sets {
+			if ownerOf(s.Name) == owner {
+				sets = append(sets, Op{"add", s})
+			}
 		}
 	}
 	delElems, addElems := elementOps(prev, want)
 	// Every stale chain is flushed before any is deleted: a stale service chain's
 	// numgen vmap still refers to its stale endpoint chains (the kernel refuses to
 	// delete a chain something refers to).
+	wantChains := make(map[string]bool, len(want.chains))
+	for _, c := range want.chains {
+		wantChains[c.name] = true
+	}
 	var staleChains []string
 	for _, name := range sortedKeys(prev.Chains) {
-		if IsServiceChain(name) && want.Chains[name] == nil {
+		if IsServiceChain(name) && !wantChains[name] {
 			staleChains = append(staleChains, name)
 			stale = append(stale, Op{"flush", &knftables.Chain{Name: name}})
 		}
@@ -68,16 +114,19 @@ func partialOps(prev, want *State) []Op {
 	for _, name := range staleChains {
 		stale = append(stale, Op{"delete", &knftables.Chain{Name: name}})
 	}
+	wantSets := make(map[string]bool, len(want.sets))
+	for _, s := range want.sets {
+		wantSets[s.Name] = true
+	}
 	for _, name := range sortedKeys(prev.Sets) {
-		if IsAffinitySet(name) && want.Sets[name] == nil {
+		if IsAffinitySet(name) && !wantSets[name] {
 			stale = append(stale, Op{"delete", &knftables.Set{Name: name}})
 		}
 	}
-	var ops []Op
 	for _, part := range [][]Op{chains, sets, rules, delElems, addElems, stale} {
 		ops = append(ops, part...)
 	}
-	return ops
+	return ops, false
 }
 
 // ownerOf is the "namespace/service" a per-service chain or affinity set belongs to.
@@ -87,24 +136,32 @@ func ownerOf(name string) string {
 }
 
 // changedOwners lists the Services whose chains or affinity sets differ, sorted.
-func changedOwners(prev, want *State) []string {
+func changedOwners(prev *State, want *wanted) []string {
 	changed := map[string]bool{}
-	for name, c := range want.Chains {
-		if !IsServiceChain(name) {
-			continue
-		}
-		if p := prev.Chains[name]; p == nil || !sameRules(p.Rules, c.Rules) {
-			changed[ownerOf(name)] = true
+	for _, c := range want.chains {
+		p := prev.Chains[c.name]
+		same, i := p != nil, 0
+		c.rules(func(_ string, text []byte, comment string) {
+			if same = same && i < len(p.Rules) && sameRule(p.Rules[i], text, comment); same {
+				i++
+			}
+		})
+		if !same || i != len(p.Rules) {
+			changed[ownerOf(c.name)] = true
 		}
 	}
-	for name, s := range want.Sets {
-		if IsAffinitySet(name) {
-			if p := prev.Sets[name]; p == nil || objectText(p.Set) != objectText(s.Set) {
-				changed[ownerOf(name)] = true
-			}
+	for _, s := range want.sets {
+		if p := prev.Sets[s.Name]; p == nil || objectText(p.Set) != objectText(s) {
+			changed[ownerOf(s.Name)] = true
 		}
 	}
 	return sortedKeys(changed)
+}
+
+// sameRule compares a rule with a wanted rule's text and comment, as nft would run
+// them (see Canonical).
+func sameRule(r *knftables.Rule, text []byte, comment string) bool {
+	return ptrString(r.Comment) == comment && (r.Rule == string(text) || Canonical(r.Rule) == Canonical(string(text)))
 }
 
 // sameRules compares two chains' rules, as nft would run them (see Canonical).
@@ -113,10 +170,7 @@ func sameRules(a, b []*knftables.Rule) bool {
 		return false
 	}
 	for i := range a {
-		if ptrString(a[i].Comment) != ptrString(b[i].Comment) {
-			return false
-		}
-		if a[i].Rule != b[i].Rule && Canonical(a[i].Rule) != Canonical(b[i].Rule) {
+		if !sameRule(a[i], []byte(b[i].Rule), ptrString(b[i].Comment)) {
 			return false
 		}
 	}
@@ -181,9 +235,9 @@ func elementKeys(c *Container) string {
 // elementOps reconciles the service containers as kube-proxy's nftElementStorage does:
 // a new key is added; a key whose value changed is deleted and added; a key no Service
 // wants any more is deleted.
-func elementOps(prev, want *State) (del, add []Op) {
+func elementOps(prev *State, want *wanted) (del, add []Op) {
 	for _, name := range elementMaps {
-		p, w := container(prev, name), container(want, name)
+		p := container(prev, name)
 		old := map[string]string{}
 		if p != nil {
 			for _, e := range p.Elements {
@@ -191,7 +245,7 @@ func elementOps(prev, want *State) (del, add []Op) {
 			}
 		}
 		seen := map[string]bool{}
-		for _, e := range w.Elements {
+		want.elements(name, func(e *knftables.Element) {
 			k := strings.Join(e.Key, " . ")
 			seen[k] = true
 			v, exists := old[k]
@@ -202,7 +256,7 @@ func elementOps(prev, want *State) (del, add []Op) {
 				del = append(del, Op{"delete", keyOnly(e)})
 				add = append(add, Op{"add", e})
 			}
-		}
+		})
 		if p != nil {
 			for _, e := range p.Elements {
 				if !seen[strings.Join(e.Key, " . ")] {
@@ -230,5 +284,6 @@ func keyOnly(e *knftables.Element) *knftables.Element {
 // partial sync from one to the other would write nothing. (The entries the kernel
 // adds to dynamic sets at run time are not part of a ruleset.)
 func Equivalent(a, b *State) bool {
-	return len(partialOps(a, b)) == 0
+	ops, full := partialOps(a, b.wanted())
+	return !full && len(ops) == 0
 }

@@ -90,6 +90,23 @@ func (t *table) elements(name string, out func(*knftables.Element)) {
 	}
 }
 
+// wanted is the table as a partial sync reads it (see partialOps): its Services'
+// rules are made when they are asked for.
+func (t *table) wanted() *wanted {
+	w := &wanted{fixed: t.fixed, elements: t.elements}
+	for _, c := range t.chains {
+		if c.fixed == nil {
+			w.chains = append(w.chains, wantedChain{c.name, func(out ruleSink) { t.rules(c, out) }})
+		}
+	}
+	for _, s := range t.sets {
+		if t.fixed.Sets[s.Name] == nil {
+			w.sets = append(w.sets, s)
+		}
+	}
+	return w
+}
+
 // state makes every object: the table as a State (a new one: the table can still be
 // written after).
 func (t *table) state() *State {

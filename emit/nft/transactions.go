@@ -37,13 +37,7 @@ func Transactions(sm *ir.ServiceMap, prev *Ruleset, stageAbove int) ([][]byte, e
 		}
 		return out, nil
 	}
-	b, err := text(func(lw *lineWriter) {
-		if have == nil {
-			writeScript(lw, t)
-		} else {
-			writeOps(lw, partialOps(have, t.state()))
-		}
-	})
+	b, err := text(func(lw *lineWriter) { writePartial(lw, have, t) })
 	if err != nil || len(b) == 0 {
 		return nil, err
 	}

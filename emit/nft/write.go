@@ -40,19 +40,15 @@ type Options struct {
 	Stages bool
 }
 
-// Write writes the table for a service map. The whole script and the staged one are
-// streamed: each rule and element is made when its line is written (see table). A
-// partial sync compares whole tables, so it builds the State first.
+// Write writes the table for a service map. It is streamed: each rule and element is
+// made when its line is written, or compared with the previous table's (see table and
+// partialOps), and none is kept after.
 func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
 	t := newTable(sm)
 	lw := newLineWriter(out, t.fixed.Family)
 	switch {
 	case opts.Previous != nil:
-		if prev := opts.Previous.Tables[t.fixed.Family]; prev != nil {
-			writeOps(lw, partialOps(prev, t.state()))
-		} else {
-			writeScript(lw, t)
-		}
+		writePartial(lw, opts.Previous.Tables[t.fixed.Family], t)
 	case opts.Stages:
 		t.writeStages(lw)
 	default:
@@ -79,6 +75,18 @@ func adds(objs []knftables.Object) []Op {
 // it is gone, and the table the following lines build holds only what they add.
 func replaceTable(t *knftables.Table) []Op {
 	return []Op{{"add", t}, {"delete", &knftables.Table{}}}
+}
+
+// writePartial writes kube-proxy's partial sync from prev (nil: no table there) to
+// the table, or the whole table when the sync must be a full one.
+func writePartial(lw *lineWriter, prev *State, t *table) {
+	if prev != nil {
+		if ops, full := partialOps(prev, t.wanted()); !full {
+			writeOps(lw, ops)
+			return
+		}
+	}
+	writeScript(lw, t)
 }
 
 // writeScript writes the whole table as one transaction that replaces an older one.
