@@ -18,9 +18,9 @@ type listing struct {
 	i     int
 }
 
-func parseListing(data []byte) (*Ruleset, error) {
+func parseListing(text string) (*Ruleset, error) {
 	rs := &Ruleset{Tables: map[knftables.Family]*State{}}
-	ls := &listing{lines: strings.Split(string(data), "\n")}
+	ls := &listing{lines: strings.Split(text, "\n")}
 	for ls.i < len(ls.lines) {
 		l := ls.next()
 		if l == "" {

@@ -1,8 +1,6 @@
 package nft
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -30,26 +28,33 @@ type Ruleset struct {
 //
 // Other tables are passed over. name is used in errors.
 func Parse(name string, r io.Reader) (*Ruleset, error) {
-	var buf bytes.Buffer
+	// One string for the whole text: what the objects keep are pieces of it, not a
+	// copy a line. A file says how large it is, so it is read at once into memory of
+	// that size.
+	var text strings.Builder
 	if f, ok := r.(interface{ Stat() (fs.FileInfo, error) }); ok {
 		if info, err := f.Stat(); err == nil {
-			buf.Grow(int(info.Size()) + bytes.MinRead) // read at once into memory of its size
+			text.Grow(int(info.Size()) + 1)
 		}
 	}
-	if _, err := buf.ReadFrom(r); err != nil {
+	if _, err := io.Copy(&text, r); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return ParseBytes(name, buf.Bytes())
+	return parseText(name, text.String())
 }
 
 // ParseBytes is Parse of a byte slice.
 func ParseBytes(name string, data []byte) (*Ruleset, error) {
+	return parseText(name, string(data))
+}
+
+func parseText(name, text string) (*Ruleset, error) {
 	var rs *Ruleset
 	var err error
-	if isListing(data) {
-		rs, err = parseListing(data)
+	if isListing(text) {
+		rs, err = parseListing(text)
 	} else {
-		rs, err = parseScript(data)
+		rs, err = parseScript(text)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -61,11 +66,9 @@ func ParseBytes(name string, data []byte) (*Ruleset, error) {
 }
 
 // isListing reports whether the first significant line opens a "table" block.
-func isListing(data []byte) bool {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, maxLine)
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
+func isListing(text string) bool {
+	for l := range strings.Lines(text) {
+		l = strings.TrimSpace(l)
 		if l == "" || l[0] == '#' {
 			continue
 		}
@@ -73,9 +76,6 @@ func isListing(data []byte) bool {
 	}
 	return false
 }
-
-// maxLine bounds one line of input: a listing prints a whole anonymous vmap on one line.
-const maxLine = 16 << 20
 
 // scriptParser applies a script's operations to one knftables Fake per family.
 // Set and map elements are kept beside the Fake, by key: the Fake looks each new
@@ -200,18 +200,15 @@ func (l *elementList) list() []*knftables.Element {
 
 // parseScript reads nft -f text. Runs of "add" lines go through knftables' own
 // parser (Fake.ParseDump); flush and delete operations are applied between them.
-func parseScript(data []byte) (*Ruleset, error) {
+func parseScript(text string) (*Ruleset, error) {
 	p := &scriptParser{fakes: map[knftables.Family]*knftables.Fake{}, pending: map[knftables.Family][]pendingAdd{},
 		elems: map[knftables.Family]map[string]*elementList{}}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, maxLine)
-	for n := 1; sc.Scan(); n++ {
-		if err := p.line(strings.TrimSpace(sc.Text())); err != nil {
+	n := 0
+	for l := range strings.Lines(text) {
+		n++
+		if err := p.line(strings.TrimSpace(l)); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	rs := &Ruleset{Tables: map[knftables.Family]*State{}}
 	for family, fake := range p.fakes {
