@@ -30,6 +30,8 @@ type chainRef struct {
 	pc    portChain
 }
 
+// newTable plans the table of a service map: the fixed part, a plan per service
+// port, and every chain and set by name, which is the order they are written in.
 func newTable(sm *ir.ServiceMap) *table {
 	b := newBuilder(sm)
 	t := &table{b: b, fixed: b.fixed()}
