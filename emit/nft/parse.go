@@ -2,6 +2,7 @@ package nft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -86,6 +87,96 @@ type scriptParser struct {
 	fakes   map[knftables.Family]*knftables.Fake
 	pending map[knftables.Family][]pendingAdd // "add" operations not yet applied
 	elems   map[knftables.Family]map[string]*elementList
+	// With beside, plain rules (see plainAdd) are kept beside the Fake too, by chain,
+	// and checked as the Fake checks them against the chains, sets and maps that exist
+	// at their line (known): the Fake copies each rule it adds and its table on each
+	// run. A rule plainAdd does not read makes parseScript start again without.
+	beside bool
+	rules  map[knftables.Family]map[string][]*knftables.Rule
+	known  map[knftables.Family]*names
+}
+
+// errNotPlain stops a parse with beside when a rule needs knftables' parser.
+var errNotPlain = errors.New("a rule for knftables' parser")
+
+// names are the chains, sets and maps of a table at a point of a script.
+type names struct{ chains, sets, maps map[string]bool }
+
+func newNames() *names {
+	return &names{chains: map[string]bool{}, sets: map[string]bool{}, maps: map[string]bool{}}
+}
+
+// checkRule finds what knftables' Fake finds wrong with a rule: its chain, and the
+// chains, sets and maps its words refer to, must exist (its checkRuleRefs).
+func (n *names) checkRule(r *knftables.Rule) error {
+	if !n.chains[r.Chain] {
+		return fmt.Errorf("no such chain %q", r.Chain)
+	}
+	prev := ""
+	for rest := r.Rule; ; {
+		word, after, more := strings.Cut(rest, " ")
+		switch {
+		case strings.HasPrefix(word, "@") && !strings.Contains(word, ","):
+			name := word[1:]
+			switch {
+			case prev == "map" || prev == "vmap":
+				if !n.maps[name] {
+					return fmt.Errorf("no such map %q", name)
+				}
+			case prev == "offload" || prev == "add":
+				return fmt.Errorf("no such flowtable %q", name)
+			case !n.sets[name] && !n.maps[name]:
+				return fmt.Errorf("no such set %q", name)
+			}
+		case (word == "goto" || word == "jump") && more:
+			if next, _, _ := strings.Cut(after, " "); !n.chains[next] {
+				return fmt.Errorf("no such chain %q", next)
+			}
+		}
+		if !more {
+			return nil
+		}
+		prev, rest = word, after
+	}
+}
+
+// note keeps track of beside rules and known names for an operation on an object.
+func (p *scriptParser) note(family knftables.Family, verb string, obj knftables.Object) {
+	if !p.beside {
+		return
+	}
+	if p.known[family] == nil {
+		p.known[family], p.rules[family] = newNames(), map[string][]*knftables.Rule{}
+	}
+	n, rules := p.known[family], p.rules[family]
+	switch o := obj.(type) {
+	case *knftables.Table:
+		if verb != "add" {
+			p.known[family], p.rules[family] = newNames(), map[string][]*knftables.Rule{}
+		}
+	case *knftables.Chain:
+		switch verb {
+		case "add":
+			n.chains[o.Name] = true
+		case "flush":
+			delete(rules, o.Name)
+		case "delete":
+			delete(rules, o.Name)
+			delete(n.chains, o.Name)
+		}
+	case *knftables.Set:
+		if verb == "add" {
+			n.sets[o.Name] = true
+		} else if verb == "delete" {
+			delete(n.sets, o.Name)
+		}
+	case *knftables.Map:
+		if verb == "add" {
+			n.maps[o.Name] = true
+		} else if verb == "delete" {
+			delete(n.maps, o.Name)
+		}
+	}
 }
 
 // pendingAdd is an "add" line for knftables' parser, or an object read here.
@@ -201,12 +292,24 @@ func (l *elementList) list() []*knftables.Element {
 // parseScript reads nft -f text. Runs of "add" lines go through knftables' own
 // parser (Fake.ParseDump); flush and delete operations are applied between them.
 func parseScript(text string) (*Ruleset, error) {
+	rs, err := parseScriptWith(text, true)
+	if errors.Is(err, errNotPlain) {
+		return parseScriptWith(text, false)
+	}
+	return rs, err
+}
+
+func parseScriptWith(text string, beside bool) (*Ruleset, error) {
 	p := &scriptParser{fakes: map[knftables.Family]*knftables.Fake{}, pending: map[knftables.Family][]pendingAdd{},
-		elems: map[knftables.Family]map[string]*elementList{}}
+		elems: map[knftables.Family]map[string]*elementList{}, beside: beside,
+		rules: map[knftables.Family]map[string][]*knftables.Rule{}, known: map[knftables.Family]*names{}}
 	n := 0
 	for l := range strings.Lines(text) {
 		n++
 		if err := p.line(strings.TrimSpace(l)); err != nil {
+			if errors.Is(err, errNotPlain) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 	}
@@ -219,6 +322,11 @@ func parseScript(text string) (*Ruleset, error) {
 			continue
 		}
 		st := fromFake(family, fake.Table)
+		for name, rules := range p.rules[family] {
+			if c := st.Chains[name]; c != nil {
+				c.Rules = rules
+			}
+		}
 		if err := p.attachElements(family, st); err != nil {
 			return nil, err
 		}
@@ -278,8 +386,21 @@ func (p *scriptParser) line(l string) error {
 	}
 	if verb == "add" {
 		add := pendingAdd{line: l}
-		if len(f) > 4 {
-			add.obj = plainAdd(kind, l[strings.Index(l, f[4]):])
+		// What follows the table's name, when the words before it are single-spaced
+		// (otherwise knftables' parser reads the line).
+		if rest, ok := strings.CutPrefix(l, strings.Join(f[:4], " ")+" "); ok {
+			add.obj = plainAdd(kind, rest)
+		}
+		if r, ok := add.obj.(*knftables.Rule); ok && p.beside {
+			p.note(family, "", nil)
+			if err := p.known[family].checkRule(r); err != nil {
+				return err
+			}
+			p.rules[family][r.Chain] = append(p.rules[family][r.Chain], r)
+			return nil
+		}
+		if add.obj == nil && kind == "rule" && p.beside {
+			return errNotPlain
 		}
 		if add.obj == nil && kind != "rule" {
 			obj, err := parseDefinition(family, kind, l)
@@ -288,6 +409,7 @@ func (p *scriptParser) line(l string) error {
 			}
 			add.obj = obj
 		}
+		p.note(family, "add", add.obj)
 		p.pending[family] = append(p.pending[family], add)
 		return nil
 	}
@@ -314,7 +436,11 @@ func (p *scriptParser) line(l string) error {
 	default:
 		return fmt.Errorf("%q: verb %q is not one svcgen reads (add, flush, delete)", l, verb)
 	}
-	return fake.Run(context.Background(), tx)
+	if err := fake.Run(context.Background(), tx); err != nil {
+		return err
+	}
+	p.note(family, verb, obj)
+	return nil
 }
 
 // addElement reads "add element FAMILY TABLE NAME { KEY [comment "C"] [: VALUE] }".

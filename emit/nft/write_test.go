@@ -134,13 +134,15 @@ func TestPlainAddAsKnftables(t *testing.T) {
 		{`add rule ip kube-proxy services ip daddr 198.18.0.4 goto reject-chain`, true},
 		{`add rule ip kube-proxy services index 0 ip daddr 198.18.0.5 drop`, false},
 		{`add rule ip kube-proxy services handle 3 ip daddr 198.18.0.6 drop`, false},
+		{`add chain ip kube-proxy add`, true},
+		{`add rule ip kube-proxy add ip daddr 198.18.0.7 drop`, true},
 	} {
 		var via bool
 		script := head + tc.line + "\n"
 		ref := knftables.NewFake(knftables.IPv4Family, tableName)
 		refErr := ref.ParseDump(script)
 		f := strings.Fields(tc.line)
-		obj := plainAdd(f[1], tc.line[strings.Index(tc.line, f[4]):])
+		obj := plainAdd(f[1], strings.TrimPrefix(tc.line, strings.Join(f[:4], " ")+" "))
 		if via = obj != nil; via != tc.plain {
 			t.Errorf("%s: read here %v, want %v", tc.line, via, tc.plain)
 		}
@@ -158,6 +160,57 @@ func TestPlainAddAsKnftables(t *testing.T) {
 		}
 		if want := fromFake(knftables.IPv4Family, ref.Table); got.String() != knftablesText(t, knftables.IPv4Family, adds(want.Objects())) {
 			t.Errorf("%s: read as\n%s\nknftables reads\n%s", tc.line, got.String(), knftablesText(t, knftables.IPv4Family, adds(want.Objects())))
+		}
+	}
+}
+
+// Rules kept beside the Fake give the table, and the errors, that the Fake gives.
+func TestRulesBesideTheFake(t *testing.T) {
+	sm := compileFiles(t, "../../examples")
+	whole := write(t, sm, Options{})
+	prev, err := ParseBytes("before", whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := compileFiles(t, editExamples(t, [2]string{"198.18.2.12", "198.18.2.13"}))
+	big := write(t, generatedMap(t, gen.Options{Services: 300, Endpoints: 3}), Options{})
+	const head = "add table ip kube-proxy\nadd chain ip kube-proxy a\nadd chain ip kube-proxy b\nadd set ip kube-proxy s { type ipv4_addr ; }\n"
+	for name, script := range map[string]string{
+		"whole":            string(whole),
+		"staged":           string(write(t, sm, Options{Stages: true})),
+		"partial":          string(whole) + string(write(t, moved, Options{Previous: prev})),
+		"generated":        string(big),
+		"flushed":          head + "add rule ip kube-proxy a jump b\nflush chain ip kube-proxy a\nadd rule ip kube-proxy a ip saddr @s drop\n",
+		"deleted":          head + "add rule ip kube-proxy b drop\ndelete chain ip kube-proxy b\nadd chain ip kube-proxy b\n",
+		"table flushed":    head + "add rule ip kube-proxy a drop\nflush table ip kube-proxy\nadd chain ip kube-proxy a\n",
+		"forward chain":    head + "add rule ip kube-proxy a goto c\nadd chain ip kube-proxy c\n",
+		"no such set":      head + "add rule ip kube-proxy a ip saddr @t drop\n",
+		"no such map":      head + "add rule ip kube-proxy a ip daddr vmap @s\n",
+		"no such chain":    head + "add rule ip kube-proxy c drop\n",
+		"deleted, then":    head + "delete chain ip kube-proxy b\nadd rule ip kube-proxy a jump b\n",
+		"index (fallback)": head + "add rule ip kube-proxy a drop\nadd rule ip kube-proxy a index 0 accept\n",
+	} {
+		beside, errBeside := parseScript(script)
+		viaFake, errFake := parseScriptWith(script, false)
+		wantErr := strings.HasPrefix(name, "no such") || name == "forward chain" || name == "deleted, then"
+		if (errBeside != nil) != wantErr || (errFake != nil) != wantErr {
+			t.Errorf("%s: error %v, through the Fake %v; want an error: %v", name, errBeside, errFake, wantErr)
+			continue
+		}
+		if errFake != nil {
+			continue
+		}
+		for family, st := range viaFake.Tables {
+			var got, want bytes.Buffer
+			if err := WriteState(&got, beside.Tables[family]); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteState(&want, st); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want.String() {
+				t.Errorf("%s: read as\n%s\nthrough the Fake\n%s", name, got.String(), want.String())
+			}
 		}
 	}
 }
