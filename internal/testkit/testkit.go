@@ -1,0 +1,65 @@
+// Package testkit turns manifests given to a test into what svcgen compiles them to,
+// through the same pipeline the command runs (internal/pipeline), so that every
+// package's tests set up their input one way. Only _test.go files import it: it
+// fails tests, and has no place in svcgen's own import graph.
+package testkit
+
+import (
+	"testing"
+
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/model"
+)
+
+// Load decodes manifests given as text, as the file name would be read, and fails
+// the test on any input error.
+func Load(tb testing.TB, name, manifests string) *model.Cluster {
+	tb.Helper()
+	return &loader(tb, name, manifests).Cluster
+}
+
+func loader(tb testing.TB, name, manifests string) *load.Loader {
+	tb.Helper()
+	l := &load.Loader{}
+	l.Text(name, manifests)
+	if err := l.Errors.Err(); err != nil {
+		tb.Fatalf("loading %s: %v", name, err)
+	}
+	return l
+}
+
+// Compile loads manifests given as text and resolves and compiles them for the
+// settings' node and mode, as pipeline.Run does for files; the load's warnings are
+// the result's. It fails the test on any error.
+func Compile(tb testing.TB, name, manifests string, s pipeline.Settings) *pipeline.Result {
+	tb.Helper()
+	l := loader(tb, name, manifests)
+	return compile(tb, &l.Cluster, l.Warnings.List(), s)
+}
+
+// CompileCluster resolves and compiles a loaded cluster, failing the test on any error.
+func CompileCluster(tb testing.TB, c *model.Cluster, s pipeline.Settings) *pipeline.Result {
+	tb.Helper()
+	return compile(tb, c, nil, s)
+}
+
+func compile(tb testing.TB, c *model.Cluster, warnings []*model.Problem, s pipeline.Settings) *pipeline.Result {
+	tb.Helper()
+	res, err := pipeline.Compile(c, warnings, false, s)
+	if err != nil {
+		tb.Fatalf("compiling: %v", err)
+	}
+	return res
+}
+
+// CompileFiles reads manifest files and folders as svcgen compile -f does, and
+// compiles them, failing the test on any error.
+func CompileFiles(tb testing.TB, s pipeline.Settings, paths ...string) *pipeline.Result {
+	tb.Helper()
+	res, err := pipeline.Run(pipeline.Inputs{Files: paths}, s)
+	if err != nil {
+		tb.Fatalf("compiling %v: %v", paths, err)
+	}
+	return res
+}
