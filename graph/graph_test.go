@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 	"gonum.org/v1/gonum/graph/formats/dot"
@@ -53,21 +54,9 @@ endpoints:
 
 func build(t *testing.T) []byte {
 	t.Helper()
-	l := &load.Loader{}
-	l.Bytes("web.yaml", []byte(manifests))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := compiler.Resolve(&l.Cluster, compiler.ResolveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm, err := compiler.Compile(r.Cluster, compiler.Options{Mode: compiler.IPTables})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loc := verify.NewLocator(sm, r.Cluster)
-	tr, err := trace.ForMap("iptables", sm, loc.Host())
+	res := testkit.Compile(t, "web.yaml", manifests, pipeline.Settings{Mode: compiler.IPTables})
+	loc := verify.NewLocator(res.Map, res.Resolved.Cluster)
+	tr, err := trace.ForMap("iptables", res.Map, loc.Host())
 	if err != nil {
 		t.Fatal(err)
 	}

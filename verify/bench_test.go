@@ -6,7 +6,7 @@ import (
 
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/internal/testkit"
 )
 
 // BenchmarkVerify1k verifies a generated cluster of 1,000 Services with 10 endpoints
@@ -16,12 +16,7 @@ func BenchmarkVerify1k(b *testing.B) {
 	if err := gen.Write(&buf, gen.Options{Services: 1000, Endpoints: 10}); err != nil {
 		b.Fatal(err)
 	}
-	l := &load.Loader{}
-	l.Bytes("gen.yaml", buf.Bytes())
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	res := testkit.Compile(b, "gen.yaml", buf.String(), pipeline.Settings{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		r, err := Run(res.Resolved.Cluster, Options{})

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -9,7 +10,7 @@ import (
 
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
-	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/internal/testkit"
 )
 
 var clusters = flag.Int("clusters", 0, "random clusters for the property test (default 60, or $SVCGEN_PROPERTY_CLUSTERS)")
@@ -33,12 +34,7 @@ func TestPropertyRandomClusters(t *testing.T) {
 	probes := 0
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		data := randcluster.Generate(seed, randcluster.Options{NFAcct: seed%2 == 0, IPv6: seed%4 == 0})
-		l := &load.Loader{}
-		l.Bytes("random.yaml", data)
-		res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-		if err != nil || l.Errors.Err() != nil {
-			t.Fatalf("seed %d: %v %v", seed, err, l.Errors.Err())
-		}
+		res := testkit.Compile(t, fmt.Sprintf("random-%d.yaml", seed), string(data), pipeline.Settings{}) // the name says the seed
 		r, err := Run(res.Resolved.Cluster, Options{})
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)

@@ -8,8 +8,9 @@ import (
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
 )
@@ -98,33 +99,16 @@ endpoints:
 - {addresses: [10.2.0.8], nodeName: node2}
 `
 
-func resolve(t *testing.T, manifests string) *model.Cluster {
+// compile resolves and compiles the manifests for iptables mode.
+func compile(t *testing.T, manifests string) (*model.Cluster, *ir.ServiceMap) {
 	t.Helper()
-	l := &load.Loader{}
-	l.Bytes("cluster.yaml", []byte(manifests))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := compiler.Resolve(&l.Cluster, compiler.ResolveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.Cluster
-}
-
-func compileMap(t *testing.T, c *model.Cluster) *ir.ServiceMap {
-	t.Helper()
-	sm, err := compiler.Compile(c, compiler.Options{Mode: compiler.IPTables})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sm
+	res := testkit.Compile(t, "cluster.yaml", manifests, pipeline.Settings{Mode: compiler.IPTables})
+	return res.Resolved.Cluster, res.Map
 }
 
 // Expect against hand-worked answers, one per policy decision.
 func TestExpect(t *testing.T) {
-	c := resolve(t, cluster)
-	sm := compileMap(t, c)
+	c, sm := compile(t, cluster)
 	l := NewLocator(sm, c)
 	for _, tc := range []struct {
 		name, src, dst string
@@ -166,8 +150,7 @@ func TestExpect(t *testing.T) {
 
 // A documented difference changes the expectation only where it applies.
 func TestDifferences(t *testing.T) {
-	c := resolve(t, cluster)
-	sm := compileMap(t, c)
+	c, sm := compile(t, cluster)
 	l := NewLocator(sm, c)
 	for _, tc := range []struct {
 		mode     compiler.Mode
@@ -204,8 +187,7 @@ func TestDifferences(t *testing.T) {
 
 // The probes cover every frontend from every kind of source.
 func TestProbes(t *testing.T) {
-	c := resolve(t, cluster)
-	sm := compileMap(t, c)
+	c, sm := compile(t, cluster)
 	var got []string
 	for _, p := range Probes(NewLocator(sm, c)) {
 		if p.Frontend.Service.Name == "web" {
@@ -233,8 +215,7 @@ func TestProbes(t *testing.T) {
 // verify passes svcgen's own iptables rules, and catches rules that spread traffic
 // wrongly or forget to masquerade, naming the Service.
 func TestCheck(t *testing.T) {
-	c := resolve(t, cluster)
-	sm := compileMap(t, c)
+	c, sm := compile(t, cluster)
 	r, err := Run(c, Options{})
 	if err != nil {
 		t.Fatal(err)
