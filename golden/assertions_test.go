@@ -7,7 +7,7 @@ import (
 
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/internal/testkit"
 )
 
 // Upstream tests whose assertions are not whole dumps live here, each checking what
@@ -34,15 +34,7 @@ clusterCIDR: 10.0.0.0/8
 
 func compileText(t *testing.T, manifests string, opts iptables.Options) string {
 	t.Helper()
-	l := &load.Loader{}
-	l.Bytes("test.yaml", []byte(fakeNode+"---\n"+manifests))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{NoAllocate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := testkit.Compile(t, "test.yaml", fakeNode+"---\n"+manifests, pipeline.Settings{NoAllocate: true})
 	return string(emit(t, res, opts))
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/load"
 )
@@ -167,11 +168,7 @@ func compileCaseMode(t *testing.T, c goldenCase, reverse bool, mode compiler.Mod
 	if err := l.Errors.Err(); err != nil {
 		t.Fatalf("loading: %v", err)
 	}
-	res, err := pipeline.Compile(&l.Cluster, l.Warnings.List(), false, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode})
-	if err != nil {
-		t.Fatalf("compiling: %v", err)
-	}
-	return res
+	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode})
 }
 
 func splitDocuments(data []byte) [][]byte {

@@ -9,6 +9,8 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/benchdata"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 )
@@ -16,15 +18,7 @@ import (
 var benchOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDistribution: true}
 
 func serviceMap(b *testing.B, n int) *ir.ServiceMap {
-	res, err := compiler.Resolve(benchdata.Cluster(b, n), compiler.ResolveOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sm, err := compiler.Compile(res.Cluster, benchOpts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return sm
+	return testkit.CompileCluster(b, benchdata.Cluster(b, n), pipeline.Settings{Mode: compiler.IPTables}).Map
 }
 
 // countingWriter counts bytes, to report output size without keeping it.

@@ -10,33 +10,30 @@ import (
 
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/ruleview"
 )
+
+// genYAML is a generated cluster (svcgen gen).
+func genYAML(t testing.TB, o gen.Options) string {
+	t.Helper()
+	var b strings.Builder
+	if err := gen.Write(&b, o); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
 
 // genMap compiles a generated cluster.
 func genMap(t testing.TB, services, endpoints int, seed uint64) *ir.ServiceMap {
 	t.Helper()
-	var b bytes.Buffer
-	if err := gen.Write(&b, gen.Options{Services: services, Endpoints: endpoints, Seed: seed}); err != nil {
-		t.Fatal(err)
-	}
-	return compileYAML(t, b.Bytes())
+	return compileYAML(t, genYAML(t, gen.Options{Services: services, Endpoints: endpoints, Seed: seed}))
 }
 
-func compileYAML(t testing.TB, manifests []byte) *ir.ServiceMap {
+func compileYAML(t testing.TB, manifests string) *ir.ServiceMap {
 	t.Helper()
-	l := &load.Loader{}
-	l.Bytes("test.yaml", manifests)
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.Compile(t, "test.yaml", manifests, pipeline.Settings{}).Map
 }
 
 // without returns the map without every n-th service, and with one endpoint moved in
@@ -467,7 +464,7 @@ func changedKeys(a, b *ir.ServiceMap) []string {
 // before "ns/web". Services the list leaves out are taken as they were, even when
 // they changed: the list is trusted.
 func TestChangedHint(t *testing.T) {
-	manifest := func(endpoint string) []byte {
+	manifest := func(endpoint string) string {
 		var b strings.Builder
 		for i, ns := range []string{"ns", "ns-x"} {
 			fmt.Fprintf(&b, `---
@@ -484,7 +481,7 @@ ports: [{name: http, port: 80}]
 endpoints: [{addresses: [%[3]s]}]
 `, ns, 10+i, endpoint)
 		}
-		return []byte(b.String())
+		return b.String()
 	}
 	a, b := compileYAML(t, manifest("198.18.1.1")), compileYAML(t, manifest("198.18.1.2"))
 	loaded := mustParse(t, string(write(t, a, Options{Format: NoFlush})))

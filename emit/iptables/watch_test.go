@@ -11,8 +11,9 @@ import (
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -20,30 +21,14 @@ var sessionOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDis
 
 func generated(t testing.TB, services int) *model.Cluster {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := gen.Write(&buf, gen.Options{Services: services, Endpoints: 4, Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
-	l := &load.Loader{}
-	l.Bytes("gen.yaml", buf.Bytes())
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return &l.Cluster
+	return testkit.Load(t, "gen.yaml", genYAML(t, gen.Options{Services: services, Endpoints: 4, Seed: 3}))
 }
 
-// fullCompile is what a fresh run gives for the same inputs.
+// fullCompile is what a fresh run gives for the same inputs (sessionOpts are the
+// pipeline's options for iptables mode).
 func fullCompile(t *testing.T, c *model.Cluster) *ir.ServiceMap {
 	t.Helper()
-	res, err := compiler.Resolve(c, compiler.ResolveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sm, err := compiler.Compile(res.Cluster, sessionOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sm
+	return testkit.CompileCluster(t, c, pipeline.Settings{Mode: compiler.IPTables}).Map
 }
 
 func sliceOf(c *model.Cluster, service string) *model.EndpointSlice {

@@ -7,6 +7,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/benchdata"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -14,11 +15,7 @@ import (
 // does.
 func generated(b *testing.B, services int) *ir.ServiceMap {
 	b.Helper()
-	res, err := pipeline.Compile(benchdata.Cluster(b, services), nil, false, pipeline.Settings{Mode: compiler.IPVS})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return res.Map
+	return testkit.CompileCluster(b, benchdata.Cluster(b, services), pipeline.Settings{Mode: compiler.IPVS}).Map
 }
 
 type countWriter struct{ n int64 }
