@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 )
 
 // Helpers for the apply, audit, diff and cleanup tests: the svcgen command built once,
@@ -91,7 +92,7 @@ type node struct {
 func newNode(t *testing.T) *node {
 	l := netlab.New(t)
 	bin := svcgenBinary(t)
-	res := compileExamples(t)
+	res := testkit.CompileFiles(t, pipeline.Settings{}, "../examples")
 	n := &node{t: t, l: l, c: buildCluster(l, res.Map), dir: t.TempDir(), bin: bin}
 	n.lock = filepath.Join(n.dir, "..", "apply.lock")
 	for _, f := range []string{"cluster.yaml", "list.yaml"} {
@@ -167,16 +168,6 @@ func otherRules(save string) string {
 		out = append(out, l)
 	}
 	return strings.Join(out, "\n")
-}
-
-// compileDir compiles a manifests folder, for the addresses the tests connect to.
-func compileDir(t *testing.T, dir string) *pipeline.Result {
-	t.Helper()
-	res, err := pipeline.Run(pipeline.Inputs{Files: []string{dir}}, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
 }
 
 // ruleHandles lists the nf_tables handle of every rule of the node's nat table by

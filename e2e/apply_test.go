@@ -17,6 +17,8 @@ import (
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 )
 
 // TestApply: apply loads the examples next to another tool's rules, which survive; the
@@ -102,7 +104,7 @@ func TestApplyOneEndpoint(t *testing.T) {
 		return
 	}
 	after := n.ruleHandles()
-	res := compileDir(t, n.dir)
+	res := testkit.CompileFiles(t, pipeline.Settings{}, n.dir)
 	moving := findPort(t, res.Map, "default", "moving")
 	owners := iptables.MapOwners(res.Map)
 	for chain, hs := range after {

@@ -12,6 +12,7 @@ import (
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -30,15 +31,6 @@ var (
 	externalIP = netip.MustParseAddr("198.18.0.100")
 	sinkNet    = [2]string{"198.18.254.1/30", "198.18.254.2/30"}
 )
-
-func compileExamples(t *testing.T) *pipeline.Result {
-	t.Helper()
-	res, err := pipeline.Run(pipeline.Inputs{Files: []string{"../examples"}}, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
 
 func buildCluster(l *netlab.Lab, sm *ir.ServiceMap) *cluster {
 	c := &cluster{sm: sm, nodeIP: sm.Node.IP, externalIP: externalIP}
@@ -117,7 +109,7 @@ func keys(h map[string]int) []string {
 // iptables-restore (nf_tables and legacy backends) and checks with real connections.
 func TestIPTablesExamples(t *testing.T) {
 	netlab.Require(t)
-	res := compileExamples(t)
+	res := testkit.CompileFiles(t, pipeline.Settings{}, "../examples")
 	var rules bytes.Buffer
 	if err := iptables.Write(&rules, res.Map, iptables.Options{}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/netlab"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 )
 
 // This kernel has no IPVS (e2e/ipvsvm boots one that has), but the ipset and iptables
@@ -17,7 +19,7 @@ import (
 // not exist, so the load checks every reference.
 func TestIPVSSetsAndChainsLoad(t *testing.T) {
 	l := netlab.New(t)
-	n := ipvsadm.Build(compileExamples(t).Map)
+	n := ipvsadm.Build(testkit.CompileFiles(t, pipeline.Settings{}, "../examples").Map)
 	var sets, payload bytes.Buffer
 	if err := ipvsadm.WriteSets(&sets, n.Sets); err != nil {
 		t.Fatal(err)

@@ -14,17 +14,9 @@ import (
 	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"sigs.k8s.io/knftables"
 )
-
-func compileNFT(t *testing.T, files ...string) *pipeline.Result {
-	t.Helper()
-	res, err := pipeline.Run(pipeline.Inputs{Files: files}, pipeline.Settings{Mode: compiler.NFTables})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
-}
 
 func nftScript(t *testing.T, res *pipeline.Result, opts nft.Options) []byte {
 	t.Helper()
@@ -55,7 +47,7 @@ func TestNFTablesExamples(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatalf("nft is not installed: %v", err)
 	}
-	res := compileNFT(t, "../examples")
+	res := testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, "../examples")
 	script := nftScript(t, res, nft.Options{})
 	want := nft.Build(res.Map)
 	l := netlab.New(t)
@@ -86,7 +78,7 @@ func TestNFTablesExamples(t *testing.T) {
 	})
 	t.Run("partial sync leaves the whole new table", func(t *testing.T) {
 		dir := editedExamples(t, "name: hello-service2\n", "name: hello-service3\n")
-		next := compileNFT(t, dir)
+		next := testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, dir)
 		listing, _ := listTable(t, l, c.node, knftables.IPv4Family)
 		prev, err := nft.ParseBytes("listing", []byte(listing))
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 )
@@ -63,11 +64,7 @@ func mapStep(t *testing.T, s step) *ir.ServiceMap {
 	if err := l.Errors.Err(); err != nil {
 		t.Fatal(err)
 	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{}).Map
 }
 
 // changesStep is apply --watch's restore from one step to the next: against the rules

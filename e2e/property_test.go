@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -15,7 +16,7 @@ import (
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
-	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
@@ -60,12 +61,7 @@ func TestPropertyKernel(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		ipv6 := seed%4 == 0
 		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0, IPv6: ipv6})
-		ld := &load.Loader{}
-		ld.Bytes("random.yaml", data)
-		res, err := pipeline.Compile(&ld.Cluster, nil, false, pipeline.Settings{})
-		if err != nil || ld.Errors.Err() != nil {
-			t.Fatalf("seed %d: %v %v", seed, err, ld.Errors.Err())
-		}
+		res := testkit.Compile(t, fmt.Sprintf("random-%d.yaml", seed), string(data), pipeline.Settings{}) // the name says the seed
 		var rules strings.Builder
 		if err := iptables.Write(&rules, res.Map, iptables.Options{}); err != nil {
 			t.Fatal(err)
