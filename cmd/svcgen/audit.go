@@ -54,18 +54,10 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if f.live == (f.rules != "") {
 		return usagef("audit needs one of --live and --rules FILE")
 	}
-	in, s, err := f.settings(stdin)
+	res, err := f.compileInputs(stdin, stderr, f.rules == "-")
 	if err != nil {
 		return err
 	}
-	if f.rules == "-" && in.UsesStdin() {
-		return usagef("stdin (-) can be read only once")
-	}
-	res, err := pipeline.Run(in, s)
-	if err != nil {
-		return err
-	}
-	printProblems(stderr, res.Warnings)
 	backend, err := apply.ForMode(res.Mode, res.Map.Family, 0)
 	if err != nil {
 		return &pipeline.InputError{Err: err}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,15 +68,10 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	var sm *ir.ServiceMap
 	mode, family := compiler.Mode(f.mode), model.IPv4
 	if withInputs {
-		in, s, err := f.settings(stdin)
+		res, err := f.compileInputs(stdin, stderr, false)
 		if err != nil {
 			return err
 		}
-		res, err := pipeline.Run(in, s)
-		if err != nil {
-			return err
-		}
-		printProblems(stderr, res.Warnings)
 		sm, mode, family = res.Map, res.Mode, res.Map.Family
 	} else if err := checkMode(f.mode); err != nil {
 		return err
@@ -127,15 +121,7 @@ func checkMode(mode string) error {
 
 // readState reads a rules file of the backend's mode ("-" is stdin).
 func readState(b apply.Backend, path string, stdin io.Reader) (apply.State, error) {
-	var data []byte
-	var err error
-	name := path
-	if path == "-" {
-		name = "<stdin>"
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(path)
-	}
+	name, data, err := readInput(path, stdin)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

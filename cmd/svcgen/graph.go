@@ -45,15 +45,10 @@ func runGraph(f *graphFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.service == "" {
 		return usagef("graph needs --service NAMESPACE/NAME")
 	}
-	in, s, err := f.settings(stdin)
+	res, err := f.compileInputs(stdin, stderr, false)
 	if err != nil {
 		return err
 	}
-	res, err := pipeline.Run(in, s)
-	if err != nil {
-		return err
-	}
-	printProblems(stderr, res.Warnings)
 	l := verify.NewLocator(res.Map, res.Resolved.Cluster)
 	tr, err := trace.ForMap(string(res.Mode), res.Map, l.Host())
 	if err != nil {

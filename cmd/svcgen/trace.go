@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -130,15 +129,10 @@ func runTrace(f *traceFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 // traceManifests compiles the manifests for the mode asked and traces through the rules
 // it writes.
 func (f *traceFlags) traceManifests(src netip.Addr, dst netip.AddrPort, proto string, stdin io.Reader, stderr io.Writer) (*trace.Result, error) {
-	in, s, err := f.settings(stdin)
+	res, err := f.compileInputs(stdin, stderr, false)
 	if err != nil {
 		return nil, err
 	}
-	res, err := pipeline.Run(in, s)
-	if err != nil {
-		return nil, err
-	}
-	printProblems(stderr, res.Warnings)
 	l := verify.NewLocator(res.Map, res.Resolved.Cluster)
 	host := l.Host()
 	p, source := l.Packet(src, dst, proto)
@@ -159,19 +153,14 @@ func (f *traceFlags) traceManifests(src netip.Addr, dst netip.AddrPort, proto st
 func (f *traceFlags) traceRules(src netip.Addr, dst netip.AddrPort, proto string, stdin io.Reader) (*trace.Result, error) {
 	var files []trace.File
 	stdins := 0
-	for _, name := range f.rules {
-		var data []byte
-		var err error
-		if name == "-" {
+	for _, path := range f.rules {
+		if path == "-" {
 			stdins++
 			if stdins > 1 {
 				return nil, usagef("stdin (-) can be read only once")
 			}
-			name = "<stdin>"
-			data, err = io.ReadAll(stdin)
-		} else {
-			data, err = os.ReadFile(name)
 		}
+		name, data, err := readInput(path, stdin)
 		if err != nil {
 			return nil, &pipeline.InputError{Err: err}
 		}

@@ -62,20 +62,15 @@ func runVerify(f *verifyFlags, stdin io.Reader, stdout, stderr io.Writer) error 
 	if f.differences {
 		return writeDifferences(stdout)
 	}
-	in, s, err := f.settings(stdin)
+	res, err := f.compileInputs(stdin, stderr, false)
 	if err != nil {
 		return err
 	}
 	var modes []compiler.Mode
-	if s.Mode != "" {
-		modes = []compiler.Mode{s.Mode}
+	if f.mode != "" { // checked by compileInputs
+		modes = []compiler.Mode{compiler.Mode(f.mode)}
 	}
-	res, err := pipeline.Run(in, s)
-	if err != nil {
-		return err
-	}
-	printProblems(stderr, res.Warnings)
-	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: s.Node, Modes: modes})
+	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: f.node, Modes: modes})
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}
