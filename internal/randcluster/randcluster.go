@@ -67,9 +67,9 @@ var nodes = []struct{ name, zone string }{{"node-a", "zone-1"}, {"node-b", "zone
 // plan is one family's addresses. Formats take a number; pod takes the node's index
 // (1-3) and a number.
 type plan struct {
-	family, clusterCIDR, serviceCIDR, loopback, interfaces string
-	nodeIP, podCIDR, pod, clusterIP, externalIP, lbIP      string
-	sourceRanges, nodePortAddresses                        []string
+	family, clusterCIDR, serviceCIDR, interfaces      string
+	nodeIP, podCIDR, pod, clusterIP, externalIP, lbIP string
+	sourceRanges, nodePortAddresses                   []string
 }
 
 var ipv4 = plan{
