@@ -20,17 +20,24 @@ func addrs(ss ...string) []netip.Addr {
 	return out
 }
 
+// loadTracer reads a ruleset file for upstream's fake node.
 func loadTracer(t *testing.T, path string) *IPTables {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := iptables.ParseBytes(path, data)
+	return tracerOf(t, path, data, fakeNode)
+}
+
+// tracerOf parses iptables-save text and makes a tracer for the host.
+func tracerOf(t *testing.T, name string, data []byte, host Host) *IPTables {
+	t.Helper()
+	rs, err := iptables.ParseBytes(name, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := NewIPTables(rs, fakeNode)
+	tr, err := NewIPTables(rs, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +90,7 @@ func TestTraceProbabilities(t *testing.T) {
 -A KUBE-SEP-C -p tcp -j DNAT --to-destination 10.0.0.3:8080
 COMMIT
 `
-	rs, err := iptables.ParseBytes("rules", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := NewIPTables(rs, Host{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := tracerOf(t, "rules", []byte(rules), Host{})
 	r, err := tr.Trace(Packet{Src: netip.MustParseAddr("10.0.0.9"), Dst: netip.MustParseAddr("172.30.0.1"), DPort: 80, Proto: "tcp"})
 	if err != nil {
 		t.Fatal(err)

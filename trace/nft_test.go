@@ -11,9 +11,10 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// The tracer reads the table as nft lists it too: testdata/examples.list of package
-// nft is "nft list ruleset" of the examples loaded into a namespace.
-func TestNFTTraceListing(t *testing.T) {
+// examplesListing is testdata/examples.list of package nft, "nft list ruleset" of the
+// examples loaded into a namespace: as text, and parsed.
+func examplesListing(t *testing.T) ([]byte, *nft.Ruleset) {
+	t.Helper()
 	data, err := os.ReadFile("../emit/nft/testdata/examples.list")
 	if err != nil {
 		t.Fatal(err)
@@ -22,6 +23,12 @@ func TestNFTTraceListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data, rs
+}
+
+// The tracer reads the table as nft lists it too.
+func TestNFTTraceListing(t *testing.T) {
+	_, rs := examplesListing(t)
 	host := Host{Local: []netip.Addr{netip.MustParseAddr("198.18.0.1")}}
 	tr, err := NewNFT(rs.Tables[knftables.IPv4Family], host)
 	if err != nil {
@@ -79,14 +86,7 @@ func TestNFTRuleErrors(t *testing.T) {
 // Per-service chains carry their Service, read from the chain name; endpoint chains
 // carry the endpoint from their dnat rule.
 func TestNFTServiceLabels(t *testing.T) {
-	data, err := os.ReadFile("../emit/nft/testdata/examples.list")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := nft.ParseBytes("examples.list", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, rs := examplesListing(t)
 	tr, err := Open([]File{{Name: "examples.list", Data: data}}, Host{Local: []netip.Addr{netip.MustParseAddr("198.18.0.1")}})
 	if err != nil {
 		t.Fatal(err)

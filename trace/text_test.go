@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/diff"
-	"github.com/svcgen/svcgen/emit/iptables"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/text/*.txt (read the diff before committing it)")
@@ -106,14 +105,7 @@ func TestServiceLabels(t *testing.T) {
 -A KUBE-SEP-SXIVWICOYRO3J4NJ -m tcp -p tcp -j DNAT --to-destination 10.180.0.1:80
 COMMIT
 `
-	rs, err := iptables.ParseBytes("rules", []byte(rules))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lt, err := NewIPTables(rs, Host{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lt := tracerOf(t, "rules", []byte(rules), Host{})
 	for chain, w := range map[string]string{
 		"KUBE-SVC-XPGD46QRK7WJZT7O": "ns1/svc1:p80",
 		"KUBE-SEP-SXIVWICOYRO3J4NJ": "ns1/svc1:p80 -> 10.180.0.1:80",
