@@ -14,32 +14,13 @@ import (
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 )
 
 // The apply tests run in namespaces of a lab of their own inside the guest (the node,
 // the client, one per endpoint), so they share nothing with the script tests.
-const applyYAML = `
-apiVersion: v1
-kind: Node
-metadata: {name: node1}
-status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
----
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: ipvs
-hostnameOverride: node1
-ipvs: {scheduler: rr, excludeCIDRs: [198.51.100.0/24]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: demo}
-spec:
-  type: NodePort
-  clusterIP: 198.19.0.10
-  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
----
+const applyYAML = guestHead + `---
 apiVersion: v1
 kind: Service
 metadata: {name: keep, namespace: demo}
@@ -89,33 +70,21 @@ func applyMap(t *testing.T, endpoints []string, extra string) *ir.ServiceMap {
 	for _, e := range endpoints {
 		eps = append(eps, "- {addresses: ["+e+"], nodeName: node1}")
 	}
-	l := &load.Loader{}
-	l.Bytes("apply.yaml", []byte(fmt.Sprintf(applyYAML, strings.Join(eps, "\n"), extra)))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.Compile(t, "apply.yaml", fmt.Sprintf(applyYAML, strings.Join(eps, "\n"), extra), pipeline.Settings{}).Map
 }
 
 // applyLab is the topology of TestGuestApply.
 type applyLab struct {
-	l            *netlab.Lab
-	node, client string
-	endpoints    map[string]string // address -> its namespace, which web's servers answer with
+	*guest
+	endpoints map[string]string // address -> its namespace, which web's servers answer with
 }
 
 // applyTopology makes the node namespace with another tool's rules and a virtual
 // server inside excludeCIDRs, the client, and one namespace per endpoint.
 func applyTopology(t *testing.T) *applyLab {
-	l := netlab.New(t)
-	a := &applyLab{l: l, node: l.NS("node"), client: l.NS("client"), endpoints: map[string]string{}}
-	l.Link(a.node, "198.18.0.1/24", a.client, "198.18.0.2/24")
+	g, _ := newGuest(t)
+	a, l := &applyLab{guest: g, endpoints: map[string]string{}}, g.l
 	l.In(a.node, "ip", "addr", "add", "198.18.3.1/24", "dev", "lo") // makes 198.18.3.255 a broadcast address
-	l.In(a.client, "ip", "route", "add", "default", "via", "198.18.0.1")
 	for _, ip := range []string{"198.18.1.1", "198.18.1.2", "198.18.1.3", "198.18.1.9"} {
 		ns := l.Pod(a.node, nodeIP, netip.MustParseAddr(ip))
 		a.endpoints[ip] = ns
@@ -134,12 +103,11 @@ func applyTopology(t *testing.T) *applyLab {
 
 // nodeState is what the node namespace holds: IPVS, sets, kube-ipvs0, tables.
 func (a *applyLab) nodeState() string {
-	in := func(args ...string) string { return a.l.In(a.node, args...) }
 	var b strings.Builder
-	b.WriteString(in("ipvsadm", "-Sn"))
-	b.WriteString(in("ipset", "save"))
-	b.WriteString(in("ip", "-o", "addr", "show"))
-	for _, l := range strings.Split(in("iptables-save"), "\n") {
+	b.WriteString(a.in("ipvsadm", "-Sn"))
+	b.WriteString(a.in("ipset", "save"))
+	b.WriteString(a.in("ip", "-o", "addr", "show"))
+	for _, l := range strings.Split(a.in("iptables-save"), "\n") {
 		if !strings.HasPrefix(l, "#") {
 			b.WriteString(strings.TrimSuffix(l, " [0:0]") + "\n")
 		}

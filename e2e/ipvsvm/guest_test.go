@@ -16,14 +16,14 @@ import (
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/internal/testkit"
 	svcmodel "github.com/svcgen/svcgen/model"
 )
 
-// The guest's cluster: node1 is a namespace (198.18.0.1, facing a client namespace),
-// each endpoint a namespace of its own behind a veth (internal/netlab). Addresses are
-// in 198.18.0.0/15; nothing leaves the guest.
-const clusterYAML = `
+// guestHead begins the clusters of the script and apply tests: node1 in ipvs mode
+// (round robin; virtual servers in 198.51.100.0/24 are another tool's) and web, a
+// NodePort Service.
+const guestHead = `
 apiVersion: v1
 kind: Node
 metadata: {name: node1}
@@ -42,7 +42,12 @@ spec:
   type: NodePort
   clusterIP: 198.19.0.10
   ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
----
+`
+
+// The guest's cluster: node1 is a namespace (198.18.0.1, facing a client namespace),
+// each endpoint a namespace of its own behind a veth (internal/netlab). Addresses are
+// in 198.18.0.0/15; nothing leaves the guest.
+const clusterYAML = guestHead + `---
 apiVersion: v1
 kind: Service
 metadata: {name: sticky, namespace: demo}
@@ -94,16 +99,7 @@ func compile(t *testing.T, withThird bool) *ipvsadm.Node {
 	if withThird {
 		third = "- {addresses: [198.18.1.3], nodeName: node2}"
 	}
-	l := &load.Loader{}
-	l.Bytes("guest.yaml", []byte(fmt.Sprintf(clusterYAML, third)))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ipvsadm.Build(res.Map)
+	return ipvsadm.Build(testkit.Compile(t, "guest.yaml", fmt.Sprintf(clusterYAML, third), pipeline.Settings{}).Map)
 }
 
 func writeScript(t *testing.T, n *ipvsadm.Node, path string) {
@@ -169,15 +165,22 @@ func TestGuest(t *testing.T) {
 	t.Run("converge", g.converge)
 }
 
-// topology makes the node, the client and the endpoint namespaces.
-func topology(t *testing.T) *guest {
+// newGuest makes a lab of its own: the node namespace (nodeIP) and a client beside it
+// (clientIP), routed through the node. It returns the client's end of the link.
+func newGuest(t *testing.T) (*guest, string) {
 	l := netlab.New(t)
 	g := &guest{l: l, node: l.NS("node"), client: l.NS("client")}
-	l.Link(g.node, nodeIP.String()+"/24", g.client, clientIP.String()+"/24")
+	_, clientDev := l.Link(g.node, nodeIP.String()+"/24", g.client, clientIP.String()+"/24")
 	l.In(g.client, "ip", "route", "add", "default", "via", nodeIP.String())
+	return g, clientDev
+}
+
+// topology makes the node, the client and the endpoint namespaces.
+func topology(t *testing.T) *guest {
+	g, _ := newGuest(t)
 	for _, ip := range servers {
-		ns := l.Pod(g.node, nodeIP, ip)
-		l.Serve(ns, netip.AddrPortFrom(ip, 8080), ns)
+		ns := g.l.Pod(g.node, nodeIP, ip)
+		g.l.Serve(ns, netip.AddrPortFrom(ip, 8080), ns)
 		g.servers = append(g.servers, ns)
 	}
 	return g

@@ -19,7 +19,7 @@ import (
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ruleview"
 	"github.com/svcgen/svcgen/trace"
 )
@@ -228,9 +228,8 @@ type traceLab struct {
 // rules on the node single out); the endpoints, each serving on 8080; a pod that is no
 // endpoint; and a listener on the node's loopback.
 func traceTopology(t *testing.T) *traceLab {
-	l := netlab.New(t)
-	g := &guest{l: l, node: l.NS("node"), client: l.NS("client")}
-	_, clientDev := l.Link(g.node, nodeIP.String()+"/24", g.client, "198.18.0.2/24")
+	g, clientDev := newGuest(t)
+	l := g.l
 	tl := &traceLab{guest: g, sources: map[string]traceSource{"node": {ns: g.node, addr: nodeIP, fromNode: true}}}
 	for i, name := range []string{"outside", "outside2", "outside3"} {
 		a := netip.AddrFrom4([4]byte{198, 18, 0, byte(2 + i)})
@@ -239,7 +238,6 @@ func traceTopology(t *testing.T) *traceLab {
 		}
 		tl.sources[name] = traceSource{ns: g.client, addr: a}
 	}
-	l.In(g.client, "ip", "route", "add", "default", "via", nodeIP.String())
 	// Every REJECT probe waits for an ICMP error from the node: none held back.
 	l.In(g.node, "sysctl", "-qw", "net.ipv4.icmp_ratelimit=0")
 	l.In(g.node, "iptables", "-A", "OUTPUT", "-s", "198.18.0.4", "-d", "198.18.1.2", "-p", "tcp", "--dport", "8080", "-j", "REJECT")
@@ -268,15 +266,7 @@ func traceTopology(t *testing.T) *traceLab {
 func TestGuestTrace(t *testing.T) {
 	insideGuest(t)
 	lab := traceTopology(t)
-	l := &load.Loader{}
-	l.Bytes("trace.yaml", []byte(traceCluster()))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := testkit.Compile(t, "trace.yaml", traceCluster(), pipeline.Settings{})
 	writeScript(t, ipvsadm.Build(res.Map), "/tmp/trace.sh")
 	lab.runScript(t, "/tmp/trace.sh")
 
