@@ -93,7 +93,7 @@ func runCase(t *testing.T, c goldenCase) {
 		opts.Previous, opts.FullSync = prev, c.fullSync
 	}
 	got := emit(t, res, opts)
-	compareFile(t, filepath.Join(c.dir, "iptables.rules"), got)
+	testkit.CompareGolden(t, filepath.Join(c.dir, "iptables.rules"), got, *update)
 
 	if again := emit(t, compileCase(t, c, true), opts); !bytes.Equal(again, got) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
@@ -188,24 +188,6 @@ func emit(t *testing.T, res *pipeline.Result, opts iptables.Options) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
-}
-
-// compareFile compares with a golden file, or rewrites it under -update.
-func compareFile(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./golden -update to create it, then read it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (go test ./golden -update rewrites it):\n%s", path, lineDiff("want", want, "got", got))
-	}
 }
 
 // compareUpstream compares with upstream's expected text as upstream does: both sides

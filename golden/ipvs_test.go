@@ -10,6 +10,7 @@ import (
 
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -28,7 +29,7 @@ func TestGoldenIPVS(t *testing.T) {
 			res := compileCase(t, c, false)
 			state := ipvsadm.Build(res.Map)
 			got := ipvsScript(t, res, state)
-			compareFile(t, filepath.Join(c.dir, "ipvs.sh"), got)
+			testkit.CompareGolden(t, filepath.Join(c.dir, "ipvs.sh"), got, *update)
 			if again := ipvsScript(t, compileCase(t, c, true), nil); !bytes.Equal(again, got) {
 				t.Errorf("documents in reverse order give another script:\n%s", lineDiff("forward", got, "reversed", again))
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/trace"
@@ -33,7 +34,7 @@ func runNFTCase(t *testing.T, c goldenCase) {
 		opts.Previous = prev
 	}
 	got := emitNFT(t, res.Map, opts)
-	compareFile(t, filepath.Join(c.dir, "nftables.nft"), got)
+	testkit.CompareGolden(t, filepath.Join(c.dir, "nftables.nft"), got, *update)
 	if again := emitNFT(t, compileCaseMode(t, c, true, compiler.NFTables).Map, opts); !bytes.Equal(again, got) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
 	}

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/rogpeppe/go-internal/diff"
+	"github.com/svcgen/svcgen/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/text/*.txt (read the diff before committing it)")
@@ -38,27 +37,7 @@ func TestWriteText(t *testing.T) {
 		if err := WriteText(&b, r); err != nil {
 			t.Fatal(err)
 		}
-		compareGolden(t, filepath.Join("testdata", "text", tc.file+".txt"), b.Bytes())
-	}
-}
-
-func compareGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./trace -update writes it; read it before committing)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs:\n%s", path, diff.Diff("want", want, "got", got))
+		testkit.CompareGolden(t, filepath.Join("testdata", "text", tc.file+".txt"), b.Bytes(), *update)
 	}
 }
 

@@ -5,8 +5,12 @@
 package testkit
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/rogpeppe/go-internal/diff"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
@@ -62,4 +66,28 @@ func CompileFiles(tb testing.TB, s pipeline.Settings, paths ...string) *pipeline
 		tb.Fatalf("compiling %v: %v", paths, err)
 	}
 	return res
+}
+
+// CompareGolden compares got with the golden file at path byte for byte and shows a
+// unified diff where they differ; with update (the package's -update flag) it writes
+// got to the file instead. A rewritten golden file is read like code before it is
+// committed.
+func CompareGolden(tb testing.TB, path string, got []byte, update bool) {
+	tb.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatalf("%v (go test -update writes it; read it before committing)", err)
+	}
+	if !bytes.Equal(got, want) {
+		tb.Errorf("%s differs (go test -update rewrites it):\n%s", path, diff.Diff("want", want, "got", got))
+	}
 }

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -43,10 +44,12 @@ func TestCompile(t *testing.T) {
 	}
 }
 
-// fatalTB records the first Fatalf and stops the helper there, as testing.T does.
+// fatalTB records the first Fatalf and stops the helper there, as testing.T does,
+// and records Errorf.
 type fatalTB struct {
 	testing.TB
-	msg string
+	msg    string
+	errors []string
 }
 
 type stopped struct{}
@@ -55,6 +58,9 @@ func (f *fatalTB) Helper() {}
 func (f *fatalTB) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	panic(stopped{})
+}
+func (f *fatalTB) Errorf(format string, args ...any) {
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
 }
 
 func fails(t *testing.T, fn func(tb testing.TB)) string {
@@ -89,5 +95,24 @@ func TestFailures(t *testing.T) {
 		if got := fails(t, tc.fn); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s: failed with %q, want it to start %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A golden file is written under update, then compared: equal bytes pass, others
+// fail with a diff, a missing file fails the test.
+func TestCompareGolden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "out.txt")
+	tb := &fatalTB{}
+	CompareGolden(tb, path, []byte("a\nb\n"), true)
+	CompareGolden(tb, path, []byte("a\nb\n"), false)
+	if len(tb.errors) != 0 {
+		t.Errorf("the file just written differs: %q", tb.errors)
+	}
+	CompareGolden(tb, path, []byte("a\nc\n"), false)
+	if len(tb.errors) != 1 || !strings.Contains(tb.errors[0], "-b\n+c\n") {
+		t.Errorf("a changed line: %q, want one error with the diff", tb.errors)
+	}
+	if got := fails(t, func(tb testing.TB) { CompareGolden(tb, path+".none", nil, false) }); !strings.Contains(got, "go test -update writes it") {
+		t.Errorf("a missing golden file: %q", got)
 	}
 }
