@@ -21,20 +21,15 @@ func serviceMap(b *testing.B, n int) *ir.ServiceMap {
 	return testkit.CompileCluster(b, benchdata.Cluster(b, n), pipeline.Settings{Mode: compiler.IPTables}).Map
 }
 
-// countingWriter counts bytes, to report output size without keeping it.
-type countingWriter struct{ n int64 }
-
-func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
-
 // BenchmarkWrite streams the complete ruleset (kube-proxy's --noflush payload plus the
 // built-in chains and jumps).
 func BenchmarkWrite(b *testing.B) {
 	for _, n := range benchdata.Sizes {
 		sm := serviceMap(b, n)
 		b.Run(benchdata.Name(n), func(b *testing.B) {
-			var size countingWriter
+			var size benchdata.Counter
 			iptables.Write(&size, sm, iptables.Options{})
-			b.SetBytes(size.n)
+			b.SetBytes(size.N)
 			b.ReportAllocs()
 			defer benchdata.CPU(b)()
 			for b.Loop() {

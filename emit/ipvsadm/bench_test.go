@@ -18,21 +18,17 @@ func generated(b *testing.B, services int) *ir.ServiceMap {
 	return testkit.CompileCluster(b, benchdata.Cluster(b, services), pipeline.Settings{Mode: compiler.IPVS}).Map
 }
 
-type countWriter struct{ n int64 }
-
-func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
-
 // BenchmarkScript measures Build and WriteScript, what "compile -m ipvs" does after
 // the compile: go test -run - -bench Script ./emit/ipvsadm
 func BenchmarkScript(b *testing.B) {
 	for _, n := range benchdata.Sizes {
 		sm := generated(b, n)
 		b.Run(benchdata.Name(n), func(b *testing.B) {
-			var size countWriter
+			var size benchdata.Counter
 			if err := WriteScript(&size, Build(sm), Header{}); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(size.n)
+			b.SetBytes(size.N)
 			b.ReportAllocs()
 			defer benchdata.CPU(b)()
 			for b.Loop() {
