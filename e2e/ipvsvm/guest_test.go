@@ -20,15 +20,18 @@ import (
 	svcmodel "github.com/svcgen/svcgen/model"
 )
 
-// guestHead begins the clusters of the script and apply tests: node1 in ipvs mode
-// (round robin; virtual servers in 198.51.100.0/24 are another tool's) and web, a
-// NodePort Service.
-const guestHead = `
+// guestNode is node1, the node every guest test's cluster is for (nodeIP).
+const guestNode = `
 apiVersion: v1
 kind: Node
 metadata: {name: node1}
 status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
----
+`
+
+// guestHead begins the clusters of the script and apply tests: node1 in ipvs mode
+// (round robin; virtual servers in 198.51.100.0/24 are another tool's) and web, a
+// NodePort Service.
+const guestHead = guestNode + `---
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: ipvs

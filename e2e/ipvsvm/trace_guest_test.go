@@ -28,12 +28,7 @@ import (
 // (198.18.0.1) with pods in 198.18.1.0/24, the cluster CIDR. Every endpoint is a
 // namespace behind the node (internal/netlab's Pod); nodeName says which are local.
 // Addresses are in 198.18.0.0/15; nothing leaves the guest.
-const traceYAML = `
-apiVersion: v1
-kind: Node
-metadata: {name: node1}
-status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
----
+const traceYAML = guestNode + `---
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: ipvs
