@@ -35,14 +35,17 @@ type notFast struct{}
 // prints one) go to item one by one as they are read, and the list node is left
 // empty with streamed set: a large List is never held whole.
 func readFast(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) (ok bool) {
-	return readFastInto(src, fn, item, false, nil)
+	return readFastInto(src, fn, item, false)
 }
 
-// readFastInto is readFast; with reuse, the memory of a document's tree (and of each
-// streamed item) is used again for the next one, so fn and item must not keep any
-// node. The Loader's walker keeps only strings. With cut, the streamed list's items
-// from cut.from to cut.to are left to another reader (see listCut).
-func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n *node), reuse bool, cut *listCut) (ok bool) {
+// readFastReuse is readFast with the memory of a document's tree (and of each
+// streamed item) used again for the next one, so fn and item must not keep any node.
+// The Loader's walker keeps only strings.
+func readFastReuse(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) bool {
+	return readFastInto(src, fn, item, true)
+}
+
+func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n *node), reuse bool) (ok bool) {
 	if !plainText(src) {
 		return false
 	}
@@ -54,7 +57,7 @@ func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n
 			ok = false
 		}
 	}()
-	r := &fastReader{src: src, item: item, reuse: reuse, cut: cut}
+	r := &fastReader{src: src, item: item, reuse: reuse}
 	for doc := 1; ; doc++ {
 		r.doc, r.items, r.streamed = doc, 0, false
 		n, more := r.document()
@@ -141,53 +144,6 @@ type fastReader struct {
 	// stack collects the children of the collections being read; each collection
 	// copies its own out when it ends, so the tree holds exactly sized slices.
 	stack []node
-	// cut, when set, is where the streamed list's items are left to another reader.
-	cut *listCut
-}
-
-// listCut splits the items of a flow "items" list between two readers: the first
-// reads up to from, where it must find the count-th item (counting from 0), and goes
-// on at to, the "]" that ends the list; the second (readItemsFast) reads the items
-// from "from" to "to". Reached says the first reader did so; if it did not (the cut
-// was not where it was guessed to be), it read every item itself.
-type listCut struct {
-	from, to, count int
-	reached         bool
-}
-
-// readItemsFast reads the items of a flow list at the top level of a document (as in
-// a kind: List printed as JSON) from the item at from to the "]" at to, handing each
-// to item with its index counted from first. The memory of each item is used again
-// for the next.
-func readItemsFast(src string, from, to, first int, item func(i int, n *node)) (ok bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			if _, is := v.(notFast); !is {
-				panic(v)
-			}
-			ok = false
-		}
-	}()
-	r := &fastReader{src: src, reuse: true, doc: 1, streamed: true}
-	r.item = func(_, i int, n *node) { item(first+i, n) }
-	// Inside the document's mapping and its items list, as readFast is there.
-	r.depth, r.itemsDepth = 2, 2
-	const ind = -1 // the document starts at column 0
-	for p := from; ; {
-		v, q := r.flowValue(p, ind)
-		r.push(v)
-		p = r.flowSpace(q, ind)
-		switch r.src[p] {
-		case ',':
-			if p = r.flowSpace(p+1, ind); r.src[p] == ']' {
-				return p == to
-			}
-		case ']':
-			return p == to
-		default:
-			return false
-		}
-	}
 }
 
 func giveUp() { panic(notFast{}) }
@@ -332,7 +288,7 @@ const slabSize = 64 << 10
 
 // alloc returns room for n children (never nil, as yaml.v3's trees have it).
 func (r *fastReader) alloc(n int) []node {
-	if !r.reuse {
+	if !r.reuse || n == 0 {
 		return make([]node, n)
 	}
 	if len(r.slab)+n > cap(r.slab) {
@@ -811,9 +767,6 @@ func (r *fastReader) flow(p, ind int) (node, int) {
 		switch s[p] {
 		case ',':
 			p = r.flowSpace(p+1, ind)
-			if c := r.cut; c != nil && p == c.from && r.depth == r.itemsDepth && r.items == c.count {
-				c.reached, p = true, c.to // the other reader reads the items up to the "]"
-			}
 			if s[p] == close {
 				return r.flowEnd(kind, mark), p + 1
 			}

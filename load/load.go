@@ -134,16 +134,24 @@ func (l *Loader) file(path string) error {
 // Bytes loads the documents of one input named name.
 func (l *Loader) Bytes(name string, data []byte) { l.Text(name, string(data)) }
 
-// Text loads the documents of one input named name. The fast reader (fast.go) reads
-// it when it can, a large input in pieces on every core; otherwise, or when it gives
-// up part way, yaml.v3 reads it again from the start and what the fast reader did is
-// undone.
+// Text loads the documents of one input named name. Input that looks like JSON is
+// read with jsontext (json.go); other input, or JSON that jsontext does not take, by
+// the fast reader (fast.go), a large input in pieces on every core; otherwise, or
+// when it gives up part way, yaml.v3 reads it again from the start. What a reader
+// that gave up did is undone.
 func (l *Loader) Text(name, src string) {
 	if i := strings.IndexByte(src, 0); i >= 0 {
 		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", i)
 		return
 	}
-	if !l.fast(name, src) {
+	if looksJSON(src) {
+		before := l.mark()
+		if ok, _ := l.readPiece(name, src, 0, readJSON); ok {
+			return
+		}
+		l.rollback(before)
+	}
+	if !l.fastPieces(name, src, runtime.GOMAXPROCS(0), pieceSize) {
 		l.slow(name, src)
 	}
 }
@@ -172,28 +180,20 @@ func (l *Loader) slow(name, src string) {
 // it saves.
 const pieceSize = 1 << 20
 
-// fast reads src with the fast reader, in pieces in parallel when it is large and
-// has many documents; false when the reader gave up (l is then as before).
-func (l *Loader) fast(name, src string) bool {
-	n := runtime.GOMAXPROCS(0)
-	if cut, ok := cutList(src, n, pieceSize); ok {
-		return l.fastList(name, src, &cut)
-	}
-	return l.fastPieces(name, src, n, pieceSize)
-}
+// reader is the shape of the fast readers (readFast with reuse, readJSON): they call
+// fn with each document and item with each item of a top-level "items" list, and
+// report whether they could read src.
+type reader func(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) bool
 
 // readPiece reads one piece of an input (whose first document is number first+1)
-// into l with the fast reader; it reports whether the reader managed and how many
-// documents it read.
-func (l *Loader) readPiece(name, piece string, first int, cut *listCut) (ok bool, docs int) {
+// into l with read; it reports whether the reader managed and how many documents it
+// read.
+func (l *Loader) readPiece(name, piece string, first int, read reader) (ok bool, docs int) {
 	var items mark
-	ok = readFastInto(piece, func(doc int, tree *node) {
+	ok = read(piece, func(doc int, tree *node) {
 		docs++
 		if list := get(tree, "items"); list != nil && list.streamed && !isList(tree) {
 			l.rollback(items) // not a List after all: its items mean nothing
-			if cut != nil {
-				cut.reached = false // nor do the other reader's
-			}
 		}
 		l.document(model.Origin{File: name, Doc: first + doc}, tree)
 	}, func(doc, j int, item *node) {
@@ -201,7 +201,7 @@ func (l *Loader) readPiece(name, piece string, first int, cut *listCut) (ok bool
 			items = l.mark()
 		}
 		l.listItem(model.Origin{File: name, Doc: first + doc}, j, item)
-	}, true, cut)
+	})
 	return ok, docs
 }
 
@@ -212,7 +212,7 @@ func (l *Loader) fastPieces(name, src string, n, min int) bool {
 	ok := make([]bool, len(pieces))
 	read := func(i int) {
 		var docs int
-		ok[i], docs = subs[i].readPiece(name, pieces[i], first[i], nil)
+		ok[i], docs = subs[i].readPiece(name, pieces[i], first[i], readFastReuse)
 		// The later pieces are numbered from the split's count: check it.
 		if i+1 < len(pieces) && docs != first[i+1]-first[i] {
 			ok[i] = false
@@ -241,73 +241,6 @@ func (l *Loader) fastPieces(name, src string, n, min int) bool {
 		l.Warnings.Merge(&sub.Warnings)
 	}
 	return true
-}
-
-// fastList reads a large kind: List printed as JSON (one document, so fastPieces
-// cannot split it) on two goroutines: this one reads the document with the items
-// before the cut, the other the items after it. When the first reader does not find
-// the cut where cutList guessed it, it reads every item and the other's are dropped.
-func (l *Loader) fastList(name, src string, cut *listCut) bool {
-	before := l.mark()
-	rest := &Loader{Dialect: l.Dialect}
-	var restOK bool
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		restOK = readItemsFast(src, cut.from, cut.to, cut.count, func(i int, item *node) {
-			rest.listItem(model.Origin{File: name, Doc: 1}, i, item)
-		})
-	})
-	ok, _ := l.readPiece(name, src, 0, cut)
-	wg.Wait()
-	switch {
-	case !ok || cut.reached && !restOK:
-		l.rollback(before)
-		return false
-	case cut.reached:
-		l.Cluster.Append(&rest.Cluster)
-		l.Errors.Merge(&rest.Errors)
-		l.Warnings.Merge(&rest.Warnings)
-	}
-	return true
-}
-
-// cutList guesses where to split the items of a large kind: List printed as JSON
-// (as kubectl and svcgen gen print it: "{" alone on the first line, the list's items
-// each opening with a "{" alone on a line at one indentation, a "]" alone closing
-// the list at the indentation of its key) from that layout: an item boundary near
-// the middle, the end of the list, and the items before the boundary. The readers
-// check the guess (see listCut); a wrong one costs time, never a result.
-func cutList(src string, cores, min int) (listCut, bool) {
-	const key = "\"items\": [\n"
-	if cores < 2 || len(src) < 2*min || !strings.HasPrefix(src, "{\n") {
-		return listCut{}, false
-	}
-	k := strings.Index(src, key)
-	if k < 0 {
-		return listCut{}, false
-	}
-	line := strings.LastIndexByte(src[:k], '\n') + 1
-	keyIndent := src[line:k]
-	first := k + len(key)
-	itemIndent := src[first : first+spaces(src, first)]
-	if strings.Trim(keyIndent, " ") != "" || len(itemIndent) <= len(keyIndent) {
-		return listCut{}, false
-	}
-	start := "\n" + itemIndent + "{\n"
-	boundary := "\n" + itemIndent + "},\n" + itemIndent + "{\n"
-	end := "\n" + keyIndent + "]"
-	to := strings.LastIndex(src, end)
-	if to < first {
-		return listCut{}, false
-	}
-	to += len(end) - 1
-	mid := first + (to-first)/2
-	b := strings.Index(src[mid:to], boundary)
-	if b < 0 {
-		return listCut{}, false
-	}
-	from := mid + b + len(boundary) - 2 // the "{" of the item
-	return listCut{from: from, to: to, count: strings.Count(src[first-1:from], start)}, true
 }
 
 // splitDocuments cuts src into at most n pieces of at least min bytes, each after the

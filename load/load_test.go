@@ -1,15 +1,12 @@
 package load
 
 import (
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -172,70 +169,5 @@ func TestMiniK8sSeeds(t *testing.T) {
 	k.Path(dir, nil)
 	if err := k.Errors.Err(); err == nil || !strings.Contains(err.Error(), "matchLabels is the minik8s dialect") {
 		t.Errorf("Kubernetes dialect accepted the seeds: %v", err)
-	}
-}
-
-// A large kind: List in JSON is read on two goroutines; whether the cut is where
-// cutList guesses it or not, the result is the List read in one piece, errors (with
-// their item numbers) included.
-func TestListReadInTwo(t *testing.T) {
-	var buf strings.Builder
-	if err := gen.Write(&buf, gen.Options{Services: 700, Endpoints: 4, Format: gen.JSON}); err != nil {
-		t.Fatal(err)
-	}
-	// An error in the second half names its item as a whole read would.
-	src := strings.Replace(buf.String(), `"port": 80,`, `"port": 0,`, 1)
-	last := strings.LastIndex(src, `"port": 80,`)
-	src = src[:last] + `"port": 70000,` + src[last+len(`"port": 80,`):]
-
-	whole := &Loader{}
-	if ok, _ := whole.readPiece("list.json", src, 0, nil); !ok {
-		t.Fatal("the fast reader gave up on the List")
-	}
-	cut, ok := cutList(src, 2, 1<<10)
-	if !ok || cut.count < 100 {
-		t.Fatalf("no cut found: %+v", cut)
-	}
-	for _, tc := range []struct {
-		name    string
-		cut     listCut
-		reached bool
-	}{
-		{"guessed", cut, true},
-		{"wrong count", listCut{from: cut.from, to: cut.to, count: cut.count + 1}, false},
-		{"not an item", listCut{from: cut.from + 1, to: cut.to, count: cut.count}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := &Loader{}
-			if !l.fastList("list.json", src, &tc.cut) {
-				t.Fatal("fastList gave up")
-			}
-			if tc.cut.reached != tc.reached {
-				t.Errorf("the first reader reached the cut: %v, want %v", tc.cut.reached, tc.reached)
-			}
-			if !reflect.DeepEqual(l.Cluster, whole.Cluster) {
-				t.Errorf("the cluster differs from the List read in one piece")
-			}
-			l.Errors.Sort()
-			whole.Errors.Sort()
-			if got, want := fmt.Sprint(l.Errors.Err()), fmt.Sprint(whole.Errors.Err()); got != want || !strings.Contains(got, "70000") {
-				t.Errorf("errors:\n%s\nwant:\n%s", got, want)
-			}
-		})
-	}
-	// A wrong end: the second reader fails, and so does the split read (yaml.v3 then
-	// reads the input, as for anything the fast reader gives up on).
-	l := &Loader{}
-	if l.fastList("list.json", src, &listCut{from: cut.from, to: cut.to - 1, count: cut.count}) {
-		t.Error("fastList accepted a wrong end of the list")
-	}
-	if len(l.Cluster.Services) != 0 || l.Errors.Len() != 0 {
-		t.Error("a failed split read left objects behind")
-	}
-	// And through Text, which picks the split itself.
-	l = &Loader{}
-	l.Text("list.json", src)
-	if !reflect.DeepEqual(l.Cluster, whole.Cluster) {
-		t.Error("Text of the List differs from the List read in one piece")
 	}
 }
