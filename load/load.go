@@ -45,6 +45,7 @@ type Loader struct {
 	Errors   model.Problems
 	Warnings model.Problems
 	bools    [2]bool // false, true: see walker.boolPtr
+	text     keeper
 }
 
 // StdinName is how stdin is named in messages.
@@ -346,7 +347,7 @@ func (l *Loader) document(o model.Origin, n *node) {
 // object decodes one object (or a List of them) of a known kind.
 func (l *Loader) object(o model.Origin, n *node) {
 	l.bools[1] = true
-	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect, bools: &l.bools}
+	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect, bools: &l.bools, text: &l.text}
 	apiVersion := w.str(n, "apiVersion")
 	kind := w.str(n, "kind")
 	if kind == "" {
@@ -355,8 +356,8 @@ func (l *Loader) object(o model.Origin, n *node) {
 	}
 	w.origin.Kind = kind
 	if meta := get(n, "metadata"); meta != nil && meta.kind == mappingNode {
-		w.origin.Name = scalar(get(meta, "name"))
-		w.origin.Namespace = scalar(get(meta, "namespace"))
+		w.origin.Name = w.text.keep(scalar(get(meta, "name")))
+		w.origin.Namespace = w.text.keep(scalar(get(meta, "namespace")))
 	}
 	decode, ok := decoders[kindKey{apiVersion, kind}]
 	if !ok {

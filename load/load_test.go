@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
+	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -169,5 +171,66 @@ func TestMiniK8sSeeds(t *testing.T) {
 	k.Path(dir, nil)
 	if err := k.Errors.Err(); err == nil || !strings.Contains(err.Error(), "matchLabels is the minik8s dialect") {
 		t.Errorf("Kubernetes dialect accepted the seeds: %v", err)
+	}
+}
+
+// The model keeps no piece of the input: once loaded, the input (18 to 46 MB at
+// 10,000 Services) is garbage.
+func TestModelKeepsNoInput(t *testing.T) {
+	var buf strings.Builder
+	if err := gen.Write(&buf, gen.Options{Services: 30, Endpoints: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var js strings.Builder
+	if err := gen.Write(&js, gen.Options{Services: 30, Endpoints: 3, Format: gen.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{buf.String(), js.String()} {
+		l := &Loader{}
+		l.Text("x", src)
+		if err := l.Errors.Err(); err != nil {
+			t.Fatal(err)
+		}
+		start := uintptr(unsafe.Pointer(unsafe.StringData(src)))
+		inInput := func(s string) bool {
+			p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+			return s != "" && p >= start && p < start+uintptr(len(src))
+		}
+		strs := 0
+		check := func(what string, ss ...string) {
+			for _, s := range ss {
+				strs++
+				if inInput(s) {
+					t.Fatalf("%s %q is a piece of the input", what, s)
+				}
+			}
+		}
+		for _, s := range l.Cluster.Services {
+			check("service", s.Name, s.Namespace, s.Origin.Kind, s.Origin.Name, s.Origin.Namespace)
+			for k, v := range s.Selector {
+				check("selector", k, v)
+			}
+			for k, v := range s.Labels {
+				check("label", k, v)
+			}
+			for _, p := range s.Ports {
+				check("port", p.Name, p.TargetPort.Str)
+			}
+		}
+		for _, es := range l.Cluster.Slices {
+			check("slice", es.Name, es.ServiceName, es.AddressType)
+			for _, p := range es.Ports {
+				check("slice port", p.Name)
+			}
+			for _, e := range es.Endpoints {
+				check("endpoint", e.NodeName, e.Zone)
+			}
+		}
+		for _, p := range l.Cluster.Pods {
+			check("pod", p.Name, p.NodeName, p.Hostname)
+		}
+		if strs < 500 {
+			t.Fatalf("only %d strings checked", strs)
+		}
 	}
 }

@@ -221,7 +221,7 @@ func (w *walker) featureGates(n *node) map[string]bool {
 	}
 	out := map[string]bool{}
 	for i := 0; i+1 < len(fg.content); i += 2 {
-		key := fg.content[i].value
+		key := w.text.keep(fg.content[i].value)
 		if v, ok := w.boolean(fg, "featureGates", key); ok {
 			out[key] = v
 		}
