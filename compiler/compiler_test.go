@@ -1,7 +1,9 @@
 package compiler
 
 import (
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -252,5 +254,43 @@ endpoints: [{addresses: [10.1.0.1], conditions: {ready: true}}]`
 	sm := compileCluster(t, cluster(t, svc("web", "  clusterIP: 10.96.0.10\n  ports: [{port: 80, targetPort: 8080}]"), slice))
 	if got := endpointStrings(sm.Services[0].Ports[0].Endpoints); got != "10.1.0.1:8080" {
 		t.Errorf("endpoints = %q; want 10.1.0.1:8080", got)
+	}
+}
+
+// An address in two slices is one endpoint: the first, unless a later one is not
+// terminating. The result is sorted as "IP:port" strings, however many endpoints
+// (a port with few is searched one by one, one with many through a map).
+func TestDuplicateEndpoints(t *testing.T) {
+	for _, n := range []int{3, indexFrom - 1, indexFrom, 40} {
+		var first, second strings.Builder
+		for i := range n {
+			fmt.Fprintf(&first, "- {addresses: [10.0.0.%d], conditions: {ready: false, terminating: true}}\n", i)
+			if i%2 == 0 {
+				fmt.Fprintf(&second, "- {addresses: [10.0.0.%d], conditions: {ready: true}}\n", i)
+			} else {
+				fmt.Fprintf(&second, "- {addresses: [10.0.0.%d], nodeName: other, conditions: {ready: false, terminating: true}}\n", i)
+			}
+		}
+		slice := func(name, eps string) string {
+			return "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: " + name +
+				", namespace: ns, labels: {kubernetes.io/service-name: web}}\naddressType: IPv4\nports: [{name: \"\", port: 80}]\nendpoints:\n" + eps
+		}
+		sm := compileCluster(t, cluster(t, svc("web", "  clusterIP: 10.96.0.5\n  ports: [{port: 80}]"),
+			slice("web-1", first.String()), slice("web-2", second.String())))
+		eps := sm.Services[0].Ports[0].Endpoints
+		var want []string
+		for i := range n {
+			want = append(want, fmt.Sprintf("10.0.0.%d:80", i))
+		}
+		slices.Sort(want)
+		if got := endpointStrings(eps); got != strings.Join(want, " ") {
+			t.Errorf("%d: endpoints %s\nwant %s", n, got, strings.Join(want, " "))
+		}
+		for _, e := range eps {
+			even := e.IP.As4()[3]%2 == 0
+			if e.Ready != even || e.Terminating == even || e.NodeName != "" {
+				t.Errorf("%d: %s kept the wrong duplicate: %+v", n, e, e)
+			}
+		}
 	}
 }

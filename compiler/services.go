@@ -2,9 +2,7 @@ package compiler
 
 import (
 	"net/netip"
-	"slices"
 	"sort"
-	"strings"
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
@@ -111,44 +109,89 @@ func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoin
 	for _, es := range list {
 		n += len(es.Endpoints)
 	}
-	out := make([]ir.Endpoint, 0, n)
-	keys := make([]string, 0, n) // out[i].String(), made once
-	var byKey map[string]int
+	l := endpointList{eps: make([]ir.Endpoint, 0, n)}
 	for _, es := range list {
 		port := slicePort(es, sp)
 		if port == 0 {
 			continue
 		}
-		if byKey == nil {
-			byKey = make(map[string]int, len(es.Endpoints))
-		}
 		for _, e := range es.Endpoints {
-			if len(e.Addresses) == 0 {
-				continue
+			if len(e.Addresses) != 0 {
+				l.add(b.endpoint(e, port))
 			}
-			ep := b.endpoint(e, port)
-			key := ep.String()
-			if i, dup := byKey[key]; dup {
-				if !ep.Terminating {
-					out[i] = ep
-				}
-				continue
-			}
-			byKey[key] = len(out)
-			out = append(out, ep)
-			keys = append(keys, key)
 		}
 	}
-	order := make([]int, len(out))
-	for i := range order {
-		order[i] = i
+	sort.Sort(&l)
+	return l.eps
+}
+
+// endpointList gathers a port's endpoints without duplicates and sorts them by their
+// "IP:port" strings, which are written once, side by side in one buffer: at 10,000
+// Services this is a third of what compiling allocates.
+type endpointList struct {
+	eps   []ir.Endpoint
+	text  []byte     // the "IP:port" strings
+	spans [][2]int32 // where eps[i]'s string is in text
+	seen  map[ipPort]int
+}
+
+type ipPort struct {
+	ip   netip.Addr
+	port uint16
+}
+
+// indexFrom is how many endpoints a port has before a map finds duplicates (below
+// it, comparing with each is faster).
+const indexFrom = 16
+
+// add appends ep, or replaces the endpoint with its address and port when ep is not
+// terminating.
+func (l *endpointList) add(ep ir.Endpoint) {
+	key := ipPort{ep.IP, ep.Port}
+	if i := l.find(key); i >= 0 {
+		if !ep.Terminating {
+			l.eps[i] = ep
+		}
+		return
 	}
-	slices.SortFunc(order, func(i, j int) int { return strings.Compare(keys[i], keys[j]) })
-	sorted := make([]ir.Endpoint, len(out))
-	for i, j := range order {
-		sorted[i] = out[j]
+	if l.seen != nil {
+		l.seen[key] = len(l.eps)
 	}
-	return sorted
+	start := len(l.text)
+	l.text = ep.AppendTo(l.text)
+	l.spans = append(l.spans, [2]int32{int32(start), int32(len(l.text))})
+	l.eps = append(l.eps, ep)
+	if len(l.eps) == indexFrom {
+		l.seen = make(map[ipPort]int, cap(l.eps))
+		for i, e := range l.eps {
+			l.seen[ipPort{e.IP, e.Port}] = i
+		}
+	}
+}
+
+func (l *endpointList) find(key ipPort) int {
+	if l.seen != nil {
+		if i, ok := l.seen[key]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range l.eps {
+		if l.eps[i].IP == key.ip && l.eps[i].Port == key.port {
+			return i
+		}
+	}
+	return -1
+}
+
+func (l *endpointList) Len() int { return len(l.eps) }
+func (l *endpointList) Less(i, j int) bool {
+	a, b := l.spans[i], l.spans[j]
+	return string(l.text[a[0]:a[1]]) < string(l.text[b[0]:b[1]])
+}
+func (l *endpointList) Swap(i, j int) {
+	l.eps[i], l.eps[j] = l.eps[j], l.eps[i]
+	l.spans[i], l.spans[j] = l.spans[j], l.spans[i]
 }
 
 func slicePort(es *model.EndpointSlice, sp model.ServicePort) uint16 {

@@ -290,3 +290,13 @@ type Endpoint struct {
 func (e Endpoint) String() string {
 	return net.JoinHostPort(e.IP.String(), strconv.Itoa(int(e.Port)))
 }
+
+// AppendTo appends String's form of e to b.
+func (e Endpoint) AppendTo(b []byte) []byte {
+	if e.IP.Is6() {
+		b = append(e.IP.AppendTo(append(b, '[')), ']')
+	} else {
+		b = e.IP.AppendTo(b)
+	}
+	return strconv.AppendUint(append(b, ':'), uint64(e.Port), 10)
+}

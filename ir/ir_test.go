@@ -1,6 +1,9 @@
 package ir
 
-import "testing"
+import (
+	"net/netip"
+	"testing"
+)
 
 func TestMasqueradeMark(t *testing.T) {
 	for bit, want := range map[int]string{14: "0x00004000", 0: "0x00000001", 31: "0x80000000", 20: "0x00100000"} {
@@ -22,6 +25,17 @@ func TestServiceLookup(t *testing.T) {
 	for _, key := range []string{"ns/c", "ns-x/b", "nsx/a", "", "ns"} {
 		if got := sm.Service(key); got != nil {
 			t.Errorf("Service(%q) = %v, want nil", key, got)
+		}
+	}
+}
+
+func TestEndpointAppendTo(t *testing.T) {
+	for _, s := range []string{"10.1.2.3", "0.0.0.0", "fd00::1", "::ffff:10.1.2.3", "fe80::1%eth0", "2001:db8::"} {
+		for _, port := range []uint16{0, 8, 80, 65535} {
+			e := Endpoint{IP: netip.MustParseAddr(s), Port: port}
+			if got, want := string(e.AppendTo([]byte("x"))), "x"+e.String(); got != want {
+				t.Errorf("AppendTo = %q, String = %q", got, want)
+			}
 		}
 	}
 }
