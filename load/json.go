@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -12,17 +13,19 @@ import (
 // "get -o json", a List of thousands of objects most of the time) with jsontext, the
 // tokenizer of Go's encoding/json/v2 (in Go 1.26's standard library only under
 // GOEXPERIMENT=jsonv2, so the module it grew in). It checks the grammar as it goes
-// and leaves svcgen to build the tree: scalars are pieces of the input (no copy but
-// for strings with escapes), collections take their memory from the fast reader's
-// slab, and a List's items are handed on one by one as the fast reader hands them.
+// and leaves svcgen to build the tree: collections take their memory from the fast
+// reader's slab, and a List's items are handed on one by one as the fast reader
+// hands them. A file is read as a stream, never whole: the scalars of each item are
+// copied side by side into one buffer, garbage once the item is decoded (the walker
+// keeps what the model needs), so reading 46 MB of JSON takes a few megabytes.
 //
 // The tree is the one yaml.v3 builds for the same text (JSON is YAML; numbers are
 // typed by resolvePlain), but where yaml.v3 does not read JSON as JSON: it refuses
 // the escape \/, a tab before the value and keys of more than 1024 characters, and
-// reads a surrogate pair in \u escapes as two characters. Anything that is not exactly one JSON value (YAML flow
-// style such as {a: 1}, "---" after the value, comments, syntax errors, nesting
-// deeper than maxDepth) gives up, and the input is read as YAML, as before: a syntax
-// error is worded by yaml.v3, with its line.
+// reads a surrogate pair in \u escapes as two characters. Anything that is not
+// exactly one JSON value (YAML flow style such as {a: 1}, "---" after the value,
+// comments, syntax errors, nesting deeper than maxDepth) gives up, and the input is
+// read as YAML, as before: a syntax error is worded by yaml.v3, with its line.
 
 // looksJSON reports whether src starts, after white space, with "{" or "[".
 func looksJSON(src string) bool {
@@ -30,10 +33,15 @@ func looksJSON(src string) bool {
 	return s != "" && (s[0] == '{' || s[0] == '[')
 }
 
-// readJSON is readFastInto (with reuse) for src holding one JSON value: fn gets it as
-// document 1, item the items of its top-level "items" list. False when src is not
-// one JSON value; fn and item may have been called.
-func readJSON(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) (ok bool) {
+// readJSONText is readJSON of a string, in the shape of the other readers.
+func readJSONText(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) bool {
+	return readJSON(strings.NewReader(src), fn, item)
+}
+
+// readJSON is readFastReuse for input holding one JSON value: fn gets it as
+// document 1, item the items of its top-level "items" list. False when the input is
+// not one JSON value (or cannot be read); fn and item may have been called.
+func readJSON(in io.Reader, fn func(doc int, n *node), item func(doc, i int, n *node)) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			if _, is := v.(notFast); !is {
@@ -42,9 +50,13 @@ func readJSON(src string, fn func(doc int, n *node), item func(doc, i int, n *no
 			ok = false
 		}
 	}()
-	r := &jsonReader{
-		fastReader: fastReader{src: src, item: item, reuse: true, doc: 1},
-		dec:        jsontext.NewDecoder(strings.NewReader(src), jsontext.AllowDuplicateNames(true)),
+	r := &jsonReader{dec: jsontext.NewDecoder(in, jsontext.AllowDuplicateNames(true))}
+	r.fastReader = fastReader{reuse: true, doc: 1}
+	if item != nil {
+		r.item = func(doc, i int, n *node) {
+			item(doc, i, n)
+			r.newText() // the item's scalars are garbage now
+		}
 	}
 	n := r.value()
 	if _, err := r.dec.ReadToken(); !errors.Is(err, io.EOF) {
@@ -55,10 +67,27 @@ func readJSON(src string, fn func(doc int, n *node), item func(doc, i int, n *no
 }
 
 // jsonReader builds the tree of a JSON value with the fast reader's stack, slab and
-// List streaming; the fastReader's src and offsets are only used for scalars.
+// List streaming.
 type jsonReader struct {
 	fastReader
 	dec *jsontext.Decoder
+	// text holds the text of the scalars read since the last streamed item.
+	text     strings.Builder
+	unquoted []byte
+}
+
+// newText starts a buffer for the scalars of the next item, as large as the last.
+func (r *jsonReader) newText() {
+	size := r.text.Len()
+	r.text = strings.Builder{}
+	r.text.Grow(max(size, 512))
+}
+
+// copyText copies b into the text buffer and returns it as a string.
+func (r *jsonReader) copyText(b []byte) string {
+	start := r.text.Len()
+	r.text.Write(b)
+	return r.text.String()[start:]
 }
 
 // value reads the next value.
@@ -71,7 +100,7 @@ func (r *jsonReader) value() node {
 	case '"':
 		return r.string()
 	case '0':
-		return plainNode(r.raw())
+		return plainNode(r.copyText(r.raw()))
 	case 'n':
 		r.token()
 		return node{kind: scalarNode, tag: tagNull, value: "null"}
@@ -121,26 +150,27 @@ func (r *jsonReader) array() node {
 	return r.sequenceEnd(mark)
 }
 
-// raw reads a scalar and returns its text: the piece of src it was read from.
-func (r *jsonReader) raw() string {
+// raw reads a scalar and returns its text, valid until the next read.
+func (r *jsonReader) raw() []byte {
 	v, err := r.dec.ReadValue()
 	if err != nil {
 		giveUp()
 	}
-	end := int(r.dec.InputOffset())
-	return r.src[end-len(v) : end]
+	return v
 }
 
-// string reads a string; only one with escapes is copied.
+// string reads a string.
 func (r *jsonReader) string() node {
 	q := r.raw()
-	s := q[1 : len(q)-1]
-	if strings.IndexByte(s, '\\') >= 0 {
-		b, err := jsontext.AppendUnquote(nil, q)
-		if err != nil {
+	var s string
+	if v := q[1 : len(q)-1]; bytes.IndexByte(v, '\\') < 0 {
+		s = r.copyText(v)
+	} else {
+		var err error
+		if r.unquoted, err = jsontext.AppendUnquote(r.unquoted[:0], q); err != nil {
 			giveUp()
 		}
-		s = string(b)
+		s = r.copyText(r.unquoted)
 	}
 	return node{kind: scalarNode, tag: tagStr, value: s}
 }

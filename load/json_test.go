@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -118,7 +119,7 @@ func TestJSONListLoadsAsYAML(t *testing.T) {
 			`"spec": {"ports": [{"port": 0}]}}], "kind": "ServiceList"}`,
 	} {
 		js, slow := &Loader{}, &Loader{}
-		if ok, _ := js.readPiece(name, src, 0, readJSON); !ok {
+		if ok, _ := js.readPiece(name, src, 0, readJSONText); !ok {
 			t.Errorf("%s: the JSON reader gave up", name)
 			continue
 		}
@@ -140,7 +141,7 @@ func TestJSONListLoadsAsYAML(t *testing.T) {
 // JSON reader took data.
 func checkJSON(t *testing.T, name string, data []byte) bool {
 	t.Helper()
-	trees, ok := readTrees(readJSON, data)
+	trees, ok := readTrees(readJSONText, data)
 	if !ok {
 		return false
 	}
@@ -163,4 +164,35 @@ func FuzzJSONReader(f *testing.F) {
 		f.Add([]byte(s.src))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkJSON(t, "fuzz", data) })
+}
+
+// A JSON file is read as a stream; one that is YAML after all is read again, whole.
+// Either way the file loads as its text does.
+func TestJSONFiles(t *testing.T) {
+	var buf strings.Builder
+	if err := gen.Write(&buf, gen.Options{Services: 40, Endpoints: 3, Format: gen.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"list.json": strings.Replace(buf.String(), `"port": 80,`, `"port": 0,`, 1),
+		"flow.json": "  " + `{apiVersion: v1, kind: Service, metadata: {name: a}, spec: {ports: [{port: 80}]}}` + "\n",
+		"bad.json":  "{\n  \"kind\": \"Service\",\n  \"spec\": [\n}\n",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		file, text := &Loader{}, &Loader{}
+		if err := file.Path(path, nil); err != nil {
+			t.Fatal(err)
+		}
+		text.Text(path, src)
+		if !reflect.DeepEqual(file.Cluster, text.Cluster) || len(file.Cluster.Services)+file.Errors.Len() == 0 {
+			t.Errorf("%s: the objects differ, or there are none", name)
+		}
+		if got, want := fmt.Sprint(file.Errors.Err()), fmt.Sprint(text.Errors.Err()); got != want {
+			t.Errorf("%s: errors\n%s\nwant\n%s", name, got, want)
+		}
+	}
 }

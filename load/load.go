@@ -8,6 +8,7 @@
 package load
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -120,15 +121,29 @@ func (l *Loader) file(path string) error {
 		return err
 	}
 	defer fh.Close()
-	// Read straight into a string: the tree's scalars are pieces of it, with no copy.
-	var text strings.Builder
-	if info, err := fh.Stat(); err == nil {
-		text.Grow(int(info.Size()) + 1)
-	}
-	if _, err := io.Copy(&text, fh); err != nil {
+	info, err := fh.Stat()
+	if err != nil {
 		return err
 	}
-	l.Text(path, text.String())
+	in := bufio.NewReaderSize(fh, 256<<10)
+	// JSON is read as a stream (json.go); when it is not JSON after all, the file
+	// is read again, whole.
+	if head, _ := in.Peek(512); info.Mode().IsRegular() && looksJSON(string(head)) {
+		if l.json(path, in) {
+			return nil
+		}
+		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		in.Reset(fh)
+	}
+	// Read straight into a string: the tree's scalars are pieces of it, with no copy.
+	var text strings.Builder
+	text.Grow(int(info.Size()) + 1)
+	if _, err := io.Copy(&text, in); err != nil {
+		return err
+	}
+	l.yaml(path, text.String())
 	return nil
 }
 
@@ -141,16 +156,29 @@ func (l *Loader) Bytes(name string, data []byte) { l.Text(name, string(data)) }
 // when it gives up part way, yaml.v3 reads it again from the start. What a reader
 // that gave up did is undone.
 func (l *Loader) Text(name, src string) {
+	if looksJSON(src) && l.json(name, strings.NewReader(src)) {
+		return
+	}
+	l.yaml(name, src)
+}
+
+// json reads one JSON value from in; false (and l as before) when it could not.
+func (l *Loader) json(name string, in io.Reader) bool {
+	before := l.mark()
+	ok, _ := l.readPiece(name, "", 0, func(_ string, fn func(int, *node), item func(int, int, *node)) bool {
+		return readJSON(in, fn, item)
+	})
+	if !ok {
+		l.rollback(before)
+	}
+	return ok
+}
+
+// yaml reads src as YAML: with the fast reader, else yaml.v3.
+func (l *Loader) yaml(name, src string) {
 	if i := strings.IndexByte(src, 0); i >= 0 {
 		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", i)
 		return
-	}
-	if looksJSON(src) {
-		before := l.mark()
-		if ok, _ := l.readPiece(name, src, 0, readJSON); ok {
-			return
-		}
-		l.rollback(before)
 	}
 	if !l.fastPieces(name, src, runtime.GOMAXPROCS(0), pieceSize) {
 		l.slow(name, src)
