@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -291,6 +292,40 @@ func TestDuplicateEndpoints(t *testing.T) {
 			if e.Ready != even || e.Terminating == even || e.NodeName != "" {
 				t.Errorf("%d: %s kept the wrong duplicate: %+v", n, e, e)
 			}
+		}
+	}
+}
+
+// Resolve leaves its input as it was; the Services it has nothing to fill in are
+// the input's own (not copies), the others copies with the allocations.
+func TestResolveLeavesInputAlone(t *testing.T) {
+	lock, err := ParseLock("svcgen.lock", []byte("apiVersion: svcgen/v1alpha1\nkind: Lock\nservices:\n  ns/locked:\n    clusterIPs: [10.96.7.7]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []string{
+		svc("done", "  clusterIP: 10.96.0.5\n  type: NodePort\n  ports: [{port: 80, nodePort: 30080}]"),
+		svc("ip", "  ports: [{port: 80}]"),
+		svc("nodeport", "  clusterIP: 10.96.0.6\n  type: NodePort\n  ports: [{port: 80, nodePort: 30081}, {name: b, port: 81}]"),
+		svc("health", "  clusterIP: 10.96.0.7\n  type: LoadBalancer\n  externalTrafficPolicy: Local\n  ports: [{port: 80, nodePort: 30082}]"),
+		svc("locked", "  ports: [{port: 80}]"),
+	}
+	in, want := cluster(t, docs...), cluster(t, docs...)
+	r, err := Resolve(in, ResolveOptions{Lock: lock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, want) {
+		t.Error("Resolve changed its input")
+	}
+	for i, s := range r.Cluster.Services {
+		shared := slices.Contains(in.Services, s)
+		if shared != (s.Name == "done") {
+			t.Errorf("%s: shared with the input: %v", s.Name, shared)
+		}
+		if len(s.ClusterIPs) == 0 || (s.Name == "nodeport" || s.Name == "health") && s.Ports[len(s.Ports)-1].NodePort == 0 ||
+			s.Name == "health" && s.HealthCheckNodePort == 0 || s.Name == "locked" && s.ClusterIPs[0] != netip.MustParseAddr("10.96.7.7") {
+			t.Errorf("service %d not filled in: %+v", i, s)
 		}
 	}
 }

@@ -65,24 +65,19 @@ func Resolve(in *model.Cluster, opts ResolveOptions) (*Resolved, error) {
 type resolver struct {
 	opts  ResolveOptions
 	out   *model.Cluster
+	owned []bool // which of out's Services are copies (see own)
 	lock  *Lock
 	errs  model.Problems
 	warns model.Problems
 }
 
-// copyCluster copies the object lists and each Service (the resolver changes them),
-// sorted by key so that every later pass walks them in one order.
+// copyCluster copies the object lists, sorted by key so that every later pass walks
+// them in one order. The objects are the input's: the resolver copies a Service
+// before it changes one (see own), and most clusters (as the API server stores
+// them) need no change at all.
 func copyCluster(in *model.Cluster) *model.Cluster {
 	out := *in
-	out.Services = make([]*model.Service, len(in.Services))
-	copies := make([]model.Service, len(in.Services))
-	for i, s := range in.Services {
-		c := &copies[i]
-		*c = *s
-		c.ClusterIPs = append([]netip.Addr(nil), s.ClusterIPs...)
-		c.Ports = append([]model.ServicePort(nil), s.Ports...)
-		out.Services[i] = c
-	}
+	out.Services = slices.Clone(in.Services)
 	slices.SortStableFunc(out.Services, func(a, b *model.Service) int { return byKey(a.Namespace, a.Name, b.Namespace, b.Name) })
 	out.Slices = slices.Clone(in.Slices)
 	slices.SortStableFunc(out.Slices, func(a, b *model.EndpointSlice) int { return byKey(a.Namespace, a.Name, b.Namespace, b.Name) })
@@ -93,6 +88,24 @@ func copyCluster(in *model.Cluster) *model.Cluster {
 	out.ServiceCIDRs = slices.Clone(in.ServiceCIDRs)
 	slices.SortStableFunc(out.ServiceCIDRs, func(a, b *model.ServiceCIDR) int { return strings.Compare(a.Name, b.Name) })
 	return &out
+}
+
+// own returns Service i of the output for changing: the first time, a copy of the
+// input's (its lists too), which takes its place, so that Resolve never changes its
+// input.
+func (r *resolver) own(i int) *model.Service {
+	if r.owned == nil {
+		r.owned = make([]bool, len(r.out.Services))
+	}
+	s := r.out.Services[i]
+	if r.owned[i] {
+		return s
+	}
+	c := *s
+	c.ClusterIPs = slices.Clone(s.ClusterIPs)
+	c.Ports = slices.Clone(s.Ports)
+	r.out.Services[i], r.owned[i] = &c, true
+	return &c
 }
 
 // byKey orders objects by "namespace/name" (namespaces hold no "/", so comparing the
@@ -107,39 +120,57 @@ func byKey(ns1, name1, ns2, name2 string) int {
 // objectID names an object of a kind, for finding two of one name.
 type objectID struct{ kind, namespace, name string }
 
-// checkUnique reports two objects of one kind with one name.
+// checkUnique reports two objects of one kind with one name. The lists copyCluster
+// sorted (stably) hold such twins side by side, the first loaded first; the others
+// are found through a map.
 func (r *resolver) checkUnique() {
 	c := r.out
-	seen := make(map[objectID]model.Origin, len(c.Services)+len(c.Slices)+len(c.Endpoints)+len(c.Pods)+len(c.Nodes))
+	twice := func(o, first model.Origin, ns, name string) {
+		key := name
+		if ns != "" {
+			key = ns + "/" + name
+		}
+		r.errs.Add(o, "metadata.name", "%s %s is defined twice (first in %s)", o.Kind, key, first)
+	}
+	sorted := func(n int, object func(i int) (o model.Origin, ns, name string)) {
+		var first model.Origin
+		var firstNS, firstName string
+		for i := range n {
+			o, ns, name := object(i)
+			if i > 0 && ns == firstNS && name == firstName {
+				twice(o, first, ns, name)
+				continue
+			}
+			first, firstNS, firstName = o, ns, name
+		}
+	}
+	sorted(len(c.Services), func(i int) (model.Origin, string, string) {
+		s := c.Services[i]
+		return s.Origin, s.Namespace, s.Name
+	})
+	sorted(len(c.Slices), func(i int) (model.Origin, string, string) {
+		s := c.Slices[i]
+		return s.Origin, s.Namespace, s.Name
+	})
+	sorted(len(c.Pods), func(i int) (model.Origin, string, string) {
+		p := c.Pods[i]
+		return p.Origin, p.Namespace, p.Name
+	})
+	sorted(len(c.Nodes), func(i int) (model.Origin, string, string) { return c.Nodes[i].Origin, "", c.Nodes[i].Name })
+	sorted(len(c.ServiceCIDRs), func(i int) (model.Origin, string, string) {
+		return c.ServiceCIDRs[i].Origin, "", c.ServiceCIDRs[i].Name
+	})
+	seen := map[objectID]model.Origin{}
 	check := func(o model.Origin, ns, name string) {
 		k := objectID{o.Kind, ns, name}
 		if first, dup := seen[k]; dup {
-			key := name
-			if ns != "" {
-				key = ns + "/" + name
-			}
-			r.errs.Add(o, "metadata.name", "%s %s is defined twice (first in %s)", o.Kind, key, first)
+			twice(o, first, ns, name)
 			return
 		}
 		seen[k] = o
 	}
-	for _, s := range c.Services {
-		check(s.Origin, s.Namespace, s.Name)
-	}
-	for _, s := range c.Slices {
-		check(s.Origin, s.Namespace, s.Name)
-	}
 	for _, e := range c.Endpoints {
 		check(e.Origin, e.Namespace, e.Name)
-	}
-	for _, p := range c.Pods {
-		check(p.Origin, p.Namespace, p.Name)
-	}
-	for _, n := range c.Nodes {
-		check(n.Origin, "", n.Name)
-	}
-	for _, sc := range c.ServiceCIDRs {
-		check(sc.Origin, "", sc.Name)
 	}
 	for _, e := range c.Environments {
 		check(e.Origin, "", e.Node)

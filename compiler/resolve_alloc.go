@@ -45,31 +45,33 @@ func (r *resolver) allocateClusterIPs() {
 			used[ip] = s.Key()
 		}
 	}
-	var pending []*model.Service
-	for _, s := range r.out.Services {
+	var pending []int
+	for i, s := range r.out.Services {
 		if s.Type == model.TypeExternalName || s.Headless {
 			continue
 		}
-		if r.reuseLockedIPs(s, used) {
+		if r.reuseLockedIPs(i, used) {
 			continue
 		}
-		pending = append(pending, s)
+		pending = append(pending, i)
 	}
 	defaultFamily := model.FamilyOf(cidrs[0].Addr())
-	for _, s := range pending {
-		for _, f := range wantedFamilies(s, defaultFamily) {
-			if hasFamily(s.ClusterIPs, f) {
+	for _, i := range pending {
+		for _, f := range wantedFamilies(r.out.Services[i], defaultFamily) {
+			if hasFamily(r.out.Services[i].ClusterIPs, f) {
 				continue
 			}
-			r.allocateIn(s, f, pools[f], used)
+			r.allocateIn(i, f, pools[f], used)
 		}
 	}
 }
 
-func (r *resolver) allocateIn(s *model.Service, f model.IPFamily, pools []*ipPool, used map[netip.Addr]string) {
+func (r *resolver) allocateIn(i int, f model.IPFamily, pools []*ipPool, used map[netip.Addr]string) {
+	s := r.out.Services[i]
 	for _, p := range pools {
 		if a, ok := p.allocate(s.Key()); ok {
 			used[a] = s.Key()
+			s = r.own(i)
 			s.ClusterIPs = append(s.ClusterIPs, a)
 			return
 		}
@@ -83,7 +85,8 @@ func (r *resolver) allocateIn(s *model.Service, f model.IPFamily, pools []*ipPoo
 
 // reuseLockedIPs applies the lock's addresses when the Service has none of its own and
 // nobody else holds them.
-func (r *resolver) reuseLockedIPs(s *model.Service, used map[netip.Addr]string) bool {
+func (r *resolver) reuseLockedIPs(i int, used map[netip.Addr]string) bool {
+	s := r.out.Services[i]
 	if len(s.ClusterIPs) > 0 || r.opts.Lock == nil {
 		return len(s.ClusterIPs) > 0
 	}
@@ -99,6 +102,7 @@ func (r *resolver) reuseLockedIPs(s *model.Service, used map[netip.Addr]string) 
 	for _, a := range locked {
 		used[a] = s.Key()
 	}
+	s = r.own(i)
 	s.ClusterIPs = append(s.ClusterIPs, locked...)
 	return true
 }
@@ -159,9 +163,9 @@ func (r *resolver) allocateNodePorts() {
 			claim(s, "spec.healthCheckNodePort", s.HealthCheckNodePort)
 		}
 	}
-	for _, s := range r.out.Services {
+	for i, s := range r.out.Services {
 		if proxiedForAllocation(s) {
-			r.lockedOrNewNodePorts(s, pool)
+			r.lockedOrNewNodePorts(i, pool)
 		}
 	}
 }
@@ -170,7 +174,8 @@ func proxiedForAllocation(s *model.Service) bool {
 	return s.Type != model.TypeExternalName && !s.Headless
 }
 
-func (r *resolver) lockedOrNewNodePorts(s *model.Service, pool *portPool) {
+func (r *resolver) lockedOrNewNodePorts(index int, pool *portPool) {
+	s := r.out.Services[index]
 	var locked LockedService
 	if r.opts.Lock != nil {
 		locked = r.opts.Lock.Services[s.Key()]
@@ -192,13 +197,16 @@ func (r *resolver) lockedOrNewNodePorts(s *model.Service, pool *portPool) {
 	}
 	if needsNodePort(s) {
 		for i := range s.Ports {
-			p := &s.Ports[i]
-			if p.NodePort == 0 {
+			if s.Ports[i].NodePort == 0 {
+				s = r.own(index)
+				p := &s.Ports[i]
 				p.NodePort = take(locked.NodePorts[nodePortKey(*p)], s.Key()+":"+nodePortKey(*p))
 			}
 		}
 	}
 	if s.Type == model.TypeLoadBalancer && s.ExternalTrafficPolicy == model.PolicyLocal && s.HealthCheckNodePort == 0 {
-		s.HealthCheckNodePort = take(locked.HealthCheckNodePort, s.Key()+":healthcheck")
+		port := take(locked.HealthCheckNodePort, s.Key()+":healthcheck")
+		s = r.own(index)
+		s.HealthCheckNodePort = port
 	}
 }
