@@ -329,3 +329,27 @@ func TestResolveLeavesInputAlone(t *testing.T) {
 		}
 	}
 }
+
+// Every twin is reported against the first loaded, for each kind, sorted list or not.
+func TestTwinsReported(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nstatus: {podIP: 10.1.0.1}"
+	env := "apiVersion: svcgen/v1alpha1\nkind: NodeEnvironment\nmetadata: {name: n1}"
+	c := cluster(t, svc("b", "  ports: [{port: 80}]"), pod, svc("a", "  ports: [{port: 80}]"), env, pod, svc("b", "  ports: [{port: 81}]"), env, svc("b", "  ports: [{port: 82}]"))
+	_, err := Resolve(c, ResolveOptions{})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"document 5 (Pod ns/p): metadata.name: Pod ns/p is defined twice (first in in.yaml: document 2 (Pod ns/p))",
+		"document 6 (Service ns/b): metadata.name: Service ns/b is defined twice (first in in.yaml: document 1 (Service ns/b))",
+		"document 7 (NodeEnvironment n1): metadata.name: NodeEnvironment n1 is defined twice (first in in.yaml: document 4 (NodeEnvironment n1))",
+		"document 8 (Service ns/b): metadata.name: Service ns/b is defined twice (first in in.yaml: document 1 (Service ns/b))",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in\n%v", want, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "defined twice"); n != 4 {
+		t.Errorf("%d twins reported, want 4:\n%v", n, err)
+	}
+}
