@@ -166,11 +166,14 @@ func FuzzJSONReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { checkJSON(t, "fuzz", data) })
 }
 
-// A JSON file is read as a stream; one that is YAML after all is read again, whole.
-// Either way the file loads as its text does.
-func TestJSONFiles(t *testing.T) {
-	var buf strings.Builder
+// A file is read as a stream, as JSON or YAML; one that is YAML after all, or that
+// the fast reader gives up on, is read again. Either way it loads as its text does.
+func TestFiles(t *testing.T) {
+	var buf, yml strings.Builder
 	if err := gen.Write(&buf, gen.Options{Services: 40, Endpoints: 3, Format: gen.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Write(&yml, gen.Options{Services: 40, Endpoints: 3}); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -178,6 +181,10 @@ func TestJSONFiles(t *testing.T) {
 		"list.json": strings.Replace(buf.String(), `"port": 80,`, `"port": 0,`, 1),
 		"flow.json": "  " + `{apiVersion: v1, kind: Service, metadata: {name: a}, spec: {ports: [{port: 80}]}}` + "\n",
 		"bad.json":  "{\n  \"kind\": \"Service\",\n  \"spec\": [\n}\n",
+		"gen.yaml":  yml.String(),
+		"anchor.yaml": strings.Replace(yml.String(), "port: 80\n", "port: &p 80\n", 1) + "---\napiVersion: v1\nkind: Service\n" +
+			"metadata: {name: b}\nspec: {ports: [{port: *p}]}\n",
+		"nul.yaml": yml.String() + "---\na: \x00\n",
 	} {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -188,7 +195,8 @@ func TestJSONFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		text.Text(path, src)
-		if !reflect.DeepEqual(file.Cluster, text.Cluster) || len(file.Cluster.Services)+file.Errors.Len() == 0 {
+		if !reflect.DeepEqual(file.Cluster, text.Cluster) || len(file.Cluster.Services)+file.Errors.Len() == 0 ||
+			name == "anchor.yaml" && len(file.Cluster.Services) != 41 {
 			t.Errorf("%s: the objects differ, or there are none", name)
 		}
 		if got, want := fmt.Sprint(file.Errors.Err()), fmt.Sprint(text.Errors.Err()); got != want {

@@ -126,24 +126,51 @@ func (l *Loader) file(path string) error {
 		return err
 	}
 	in := bufio.NewReaderSize(fh, 256<<10)
-	// JSON is read as a stream (json.go); when it is not JSON after all, the file
-	// is read again, whole.
-	if head, _ := in.Peek(512); info.Mode().IsRegular() && looksJSON(string(head)) {
-		if l.json(path, in) {
-			return nil
+	if !info.Mode().IsRegular() {
+		// A pipe is read once: whole.
+		text, err := io.ReadAll(in)
+		if err != nil {
+			return err
 		}
+		l.Bytes(path, text)
+		return nil
+	}
+	again := func() error {
 		if _, err := fh.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
 		in.Reset(fh)
+		return nil
 	}
-	// Read straight into a string: the tree's scalars are pieces of it, with no copy.
+	// JSON and YAML are read as streams (json.go, stream.go). Input that is not
+	// JSON after all is read as YAML; YAML that the fast reader gives up on is read
+	// again, whole, by yaml.v3.
+	if head, _ := in.Peek(512); looksJSON(string(head)) {
+		if l.json(path, in) {
+			return nil
+		}
+		if err := again(); err != nil {
+			return err
+		}
+	}
+	ok, err := l.streamYAML(path, in, pieceSize)
+	switch {
+	case ok:
+		return nil
+	case err != nil && !errors.Is(err, errBinary):
+		return err
+	}
+	if err := again(); err != nil {
+		return err
+	}
 	var text strings.Builder
 	text.Grow(int(info.Size()) + 1)
 	if _, err := io.Copy(&text, in); err != nil {
 		return err
 	}
-	l.yaml(path, text.String())
+	if !l.binary(path, text.String()) {
+		l.slow(path, text.String())
+	}
 	return nil
 }
 
@@ -176,13 +203,18 @@ func (l *Loader) json(name string, in io.Reader) bool {
 
 // yaml reads src as YAML: with the fast reader, else yaml.v3.
 func (l *Loader) yaml(name, src string) {
-	if i := strings.IndexByte(src, 0); i >= 0 {
-		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", i)
-		return
-	}
-	if !l.fastPieces(name, src, runtime.GOMAXPROCS(0), pieceSize) {
+	if !l.binary(name, src) && !l.fastPieces(name, src, runtime.GOMAXPROCS(0), pieceSize) {
 		l.slow(name, src)
 	}
+}
+
+// binary reports (as an error) a NUL byte in src: it is no manifest.
+func (l *Loader) binary(name, src string) bool {
+	if i := strings.IndexByte(src, 0); i >= 0 {
+		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", i)
+		return true
+	}
+	return false
 }
 
 // slow reads src with yaml.v3.
