@@ -35,21 +35,28 @@ type notFast struct{}
 // prints one) go to item one by one as they are read, and the list node is left
 // empty with streamed set: a large List is never held whole.
 func readFast(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) (ok bool) {
-	return readFastInto(src, fn, item, false)
+	return readFastInto(src, fn, item, nil)
 }
 
 // readFastReuse is readFast with the memory of a document's tree (and of each
 // streamed item) used again for the next one, so fn and item must not keep any node.
 // The Loader's walker keeps only strings.
 func readFastReuse(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) bool {
-	return readFastInto(src, fn, item, true)
+	var slab []node
+	return readFastInto(src, fn, item, &slab)
 }
 
-func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n *node), reuse bool) (ok bool) {
+// readFastInto is readFast; with slab, readFastReuse taking its memory from *slab
+// and leaving it there for the next call.
+func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n *node), slab *[]node) (ok bool) {
 	if !plainText(src) {
 		return false
 	}
+	r := &fastReader{src: src, item: item, reuse: slab != nil}
 	defer func() {
+		if slab != nil {
+			*slab = r.slab[:0]
+		}
 		if v := recover(); v != nil {
 			if _, is := v.(notFast); !is {
 				panic(v)
@@ -57,7 +64,9 @@ func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n
 			ok = false
 		}
 	}()
-	r := &fastReader{src: src, item: item, reuse: reuse}
+	if slab != nil {
+		r.slab = *slab
+	}
 	for doc := 1; ; doc++ {
 		r.doc, r.items, r.streamed = doc, 0, false
 		n, more := r.document()

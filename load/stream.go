@@ -29,9 +29,13 @@ func (l *Loader) streamYAML(name string, in io.Reader, min int) (bool, error) {
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
+			var slab []node // the fast reader's memory, used again piece after piece
+			read := func(src string, fn func(int, *node), item func(int, int, *node)) bool {
+				return readFastInto(src, fn, item, &slab)
+			}
 			for p := range todo {
 				var docs int
-				p.ok, docs = p.sub.readPiece(name, p.text, p.first, readFastReuse)
+				p.ok, docs = p.sub.readPiece(name, p.text, p.first, read)
 				p.ok = p.ok && docs == p.docs // later pieces are numbered from the count
 				p.text = ""
 			}

@@ -76,7 +76,7 @@ func TestStreamLoadsAsText(t *testing.T) {
 	if whole.Errors.Len() != 7 || whole.Warnings.Len() == 0 {
 		t.Fatalf("%d errors, %d warnings", whole.Errors.Len(), whole.Warnings.Len())
 	}
-	for _, min := range []int{1000, 50000, 1 << 30} {
+	for _, min := range []int{5000, 50000, 1 << 30} {
 		l := &Loader{}
 		ok, err := l.streamYAML("x.yaml", strings.NewReader(src), min)
 		if !ok || err != nil {
