@@ -109,7 +109,8 @@ func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoin
 	for _, es := range list {
 		n += len(es.Endpoints)
 	}
-	l := endpointList{eps: make([]ir.Endpoint, 0, n)}
+	// Room for n IPv4 endpoints' strings ("10.128.1.1:8080"); IPv6 ones grow it.
+	l := endpointList{eps: make([]ir.Endpoint, 0, n), text: make([]byte, 0, 16*n), spans: make([][2]int32, 0, n)}
 	for _, es := range list {
 		port := slicePort(es, sp)
 		if port == 0 {
