@@ -15,8 +15,8 @@ import (
 // GOEXPERIMENT=jsonv2, so the module it grew in). It checks the grammar as it goes
 // and leaves svcgen to build the tree: collections take their memory from the fast
 // reader's slab, and a List's items are handed on one by one as the fast reader
-// hands them. A file is read as a stream, never whole: the scalars of each item are
-// copied side by side into one buffer, garbage once the item is decoded (the walker
+// hands them. A file is read as a stream, never whole: the scalars are copied side by
+// side into blocks (see keeper), garbage once their items are decoded (the walker
 // keeps what the model needs), so reading 46 MB of JSON takes a few megabytes.
 //
 // The tree is the one yaml.v3 builds for the same text (JSON is YAML; numbers are
@@ -50,13 +50,9 @@ func readJSON(in io.Reader, fn func(doc int, n *node), item func(doc, i int, n *
 			ok = false
 		}
 	}()
-	r := &jsonReader{dec: jsontext.NewDecoder(in, jsontext.AllowDuplicateNames(true))}
-	r.fastReader = fastReader{reuse: true, doc: 1}
-	if item != nil {
-		r.item = func(doc, i int, n *node) {
-			item(doc, i, n)
-			r.newText() // the item's scalars are garbage now
-		}
+	r := &jsonReader{
+		fastReader: fastReader{item: item, reuse: true, doc: 1},
+		dec:        jsontext.NewDecoder(in, jsontext.AllowDuplicateNames(true)),
 	}
 	n := r.value()
 	if _, err := r.dec.ReadToken(); !errors.Is(err, io.EOF) {
@@ -71,23 +67,10 @@ func readJSON(in io.Reader, fn func(doc int, n *node), item func(doc, i int, n *
 type jsonReader struct {
 	fastReader
 	dec *jsontext.Decoder
-	// text holds the text of the scalars read since the last streamed item.
-	text     strings.Builder
+	// text holds the text of the scalars, packed into blocks that are garbage once
+	// the items whose scalars they hold are decoded.
+	text     keeper
 	unquoted []byte
-}
-
-// newText starts a buffer for the scalars of the next item, as large as the last.
-func (r *jsonReader) newText() {
-	size := r.text.Len()
-	r.text = strings.Builder{}
-	r.text.Grow(max(size, 512))
-}
-
-// copyText copies b into the text buffer and returns it as a string.
-func (r *jsonReader) copyText(b []byte) string {
-	start := r.text.Len()
-	r.text.Write(b)
-	return r.text.String()[start:]
 }
 
 // value reads the next value.
@@ -100,7 +83,7 @@ func (r *jsonReader) value() node {
 	case '"':
 		return r.string()
 	case '0':
-		return plainNode(r.copyText(r.raw()))
+		return plainNode(r.text.keepBytes(r.raw()))
 	case 'n':
 		r.token()
 		return node{kind: scalarNode, tag: tagNull, value: "null"}
@@ -164,13 +147,13 @@ func (r *jsonReader) string() node {
 	q := r.raw()
 	var s string
 	if v := q[1 : len(q)-1]; bytes.IndexByte(v, '\\') < 0 {
-		s = r.copyText(v)
+		s = r.text.keepBytes(v)
 	} else {
 		var err error
 		if r.unquoted, err = jsontext.AppendUnquote(r.unquoted[:0], q); err != nil {
 			giveUp()
 		}
-		s = r.copyText(r.unquoted)
+		s = r.text.keepBytes(r.unquoted)
 	}
 	return node{kind: scalarNode, tag: tagStr, value: s}
 }

@@ -37,13 +37,33 @@ func (k *keeper) keep(s string) string {
 		return ""
 	case len(s) > keepBlock/8:
 		return strings.Clone(s)
-	case k.block.Cap()-k.block.Len() < len(s):
-		k.block = strings.Builder{}
-		k.block.Grow(keepBlock)
 	}
+	k.room(len(s))
 	start := k.block.Len()
 	k.block.WriteString(s)
 	return k.block.String()[start:]
+}
+
+// keepBytes is keep for bytes.
+func (k *keeper) keepBytes(b []byte) string {
+	switch {
+	case len(b) == 0:
+		return ""
+	case len(b) > keepBlock/8:
+		return string(b)
+	}
+	k.room(len(b))
+	start := k.block.Len()
+	k.block.Write(b)
+	return k.block.String()[start:]
+}
+
+// room starts a block when the current one has no room for n bytes.
+func (k *keeper) room(n int) {
+	if k.block.Cap()-k.block.Len() < n {
+		k.block = strings.Builder{}
+		k.block.Grow(keepBlock)
+	}
 }
 
 func (w *walker) errorf(field, format string, args ...any) {
