@@ -10,11 +10,12 @@ import (
 
 // The fast reader reads the YAML that manifests are written in nearly always: block
 // mappings and sequences indented with spaces (kubectl's "key:\n- item" included),
-// flow collections over one or more lines (so JSON too), plain, single- and
-// double-quoted scalars on one line, literal block scalars (kubectl's
-// last-applied-configuration), comments and "---" between documents. It is several
-// times faster than yaml.v3, and allocates little: collections take their children's
-// memory from a slab that the Loader lets it reuse from one document to the next.
+// flow collections over one or more lines (so JSON too, though json.go reads a JSON
+// file first), plain, single- and double-quoted scalars on one line, literal block
+// scalars (kubectl's last-applied-configuration), comments and "---" between
+// documents. It is several times faster than yaml.v3, and allocates little:
+// collections take their children's memory from a slab that the Loader lets it reuse
+// from one document to the next.
 //
 // It is not a second YAML implementation: on anything else (anchors, aliases, tags,
 // folded or multi-line scalars, complex keys, tabs, CR line ends, directives, "...",

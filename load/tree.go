@@ -6,11 +6,13 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// node is one value of a manifest document: what the walker reads. Two readers make
-// these trees: yaml.v3 (the reference, for any YAML; see fromYAML) and the fast reader
-// for the block and flow shapes that kubectl, generators and people write (fast.go).
-// Both must give equal trees for every input the fast reader accepts; the tests compare
-// them. Positions are not kept: problems are placed by field path.
+// node is one value of a manifest document: what the walker reads. Three readers make
+// these trees: yaml.v3 (the reference, for any YAML; see fromYAML), the fast reader
+// for the block and flow shapes that kubectl, generators and people write (fast.go),
+// and jsontext for JSON (json.go). They must give equal trees for every input the
+// faster ones accept (JSON where yaml.v3 reads it as JSON); the tests compare them.
+// Positions are not kept: problems are placed by field path (and syntax errors by
+// yaml.v3, with their line).
 type node struct {
 	kind nodeKind
 	tag  scalarTag // scalars only
