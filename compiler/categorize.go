@@ -94,14 +94,14 @@ func (b *builder) topologyMode(eps []ir.Endpoint) string {
 			continue
 		}
 		anyReady = true
-		if len(e.NodeHints) == 0 {
+		if len(e.NodeHints()) == 0 {
 			allNode = false
-		} else if slices.Contains(e.NodeHints, node) {
+		} else if slices.Contains(e.NodeHints(), node) {
 			forNode = true
 		}
-		if len(e.ZoneHints) == 0 {
+		if len(e.ZoneHints()) == 0 {
 			allZone = false
-		} else if slices.Contains(e.ZoneHints, zone) {
+		} else if slices.Contains(e.ZoneHints(), zone) {
 			forZone = true
 		}
 	}
@@ -119,9 +119,9 @@ func (b *builder) topologyMode(eps []ir.Endpoint) string {
 func (b *builder) availableForTopology(e ir.Endpoint, mode string) bool {
 	switch mode {
 	case topologySameNode:
-		return slices.Contains(e.NodeHints, b.sm.Node.Name)
+		return slices.Contains(e.NodeHints(), b.sm.Node.Name)
 	case topologySameZone:
-		return slices.Contains(e.ZoneHints, b.sm.Node.Zone)
+		return slices.Contains(e.ZoneHints(), b.sm.Node.Zone)
 	}
 	return true
 }

@@ -353,3 +353,33 @@ func TestTwinsReported(t *testing.T) {
 		t.Errorf("%d twins reported, want 4:\n%v", n, err)
 	}
 }
+
+// Topology hints: when every ready endpoint has them and one is for this node's zone,
+// only the endpoints hinted for the zone serve; an empty hints mapping is no hints.
+func TestTopologyHints(t *testing.T) {
+	node := "apiVersion: v1\nkind: Node\nmetadata: {name: node1, labels: {topology.kubernetes.io/zone: z1}}\n"
+	for _, tc := range []struct{ hintsA, hintsB, want string }{
+		{"{forZones: [{name: z1}]}", "{forZones: [{name: z2}]}", "10.0.0.1:80"},
+		{"{forZones: [{name: z2}, {name: z1}]}", "{forZones: [{name: z1}]}", "10.0.0.1:80 10.0.0.2:80"},
+		{"{forZones: [{name: z1}]}", "{}", "10.0.0.1:80 10.0.0.2:80"},
+		{"{forZones: [{name: z3}]}", "{forZones: [{name: z2}]}", "10.0.0.1:80 10.0.0.2:80"},
+		{"{forNodes: [{name: node1}]}", "{forNodes: [{name: node2}]}", "10.0.0.1:80"},
+	} {
+		slice := "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: web-1, namespace: ns, labels: {kubernetes.io/service-name: web}}\n" +
+			"addressType: IPv4\nports: [{name: \"\", port: 80}]\nendpoints:\n" +
+			"- {addresses: [10.0.0.1], conditions: {ready: true}, hints: " + tc.hintsA + "}\n" +
+			"- {addresses: [10.0.0.2], conditions: {ready: true}, hints: " + tc.hintsB + "}\n"
+		c := cluster(t, node, slice, svc("web", "  clusterIP: 10.96.0.5\n  ports: [{port: 80}]"))
+		r, err := Resolve(c, ResolveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm, err := Compile(r.Cluster, Options{Node: "node1", PreferSameTrafficDistribution: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := endpointStrings(sm.Services[0].Ports[0].ClusterEndpoints()); got != tc.want {
+			t.Errorf("hints %s, %s: cluster endpoints %s, want %s", tc.hintsA, tc.hintsB, got, tc.want)
+		}
+	}
+}

@@ -220,7 +220,6 @@ func (b *builder) endpoint(e model.Endpoint, port uint16) ir.Endpoint {
 		Local:       e.NodeName != "" && e.NodeName == b.sm.Node.Name,
 		NodeName:    e.NodeName,
 		Zone:        e.Zone,
-		ZoneHints:   e.ZoneHints,
-		NodeHints:   e.NodeHints,
+		Hints:       e.Hints,
 	}
 }

@@ -282,8 +282,23 @@ type Endpoint struct {
 	Local       bool // on this node
 	NodeName    string
 	Zone        string
-	ZoneHints   []string
-	NodeHints   []string
+	Hints       *model.EndpointHints // nil without topology hints
+}
+
+// ZoneHints are the zones the endpoint is hinted for; nil without hints.
+func (e Endpoint) ZoneHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Zones
+}
+
+// NodeHints are the nodes the endpoint is hinted for; nil without hints.
+func (e Endpoint) NodeHints() []string {
+	if e.Hints == nil {
+		return nil
+	}
+	return e.Hints.Nodes
 }
 
 // String is "IP:port" ("[IPv6]:port"), the form upstream hashes, sorts and DNATs to.

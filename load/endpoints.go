@@ -94,12 +94,16 @@ func (w *walker) endpoint(en *node, path, addressType string) (model.Endpoint, b
 	ep.Zone = w.strAt(en, path, "zone")
 	if hints := w.mapping(en, path, "hints"); hints != nil {
 		hp := join(path, "hints")
-		w.seq(hints, hp, "forZones", func(h *node, p string) {
-			ep.ZoneHints = append(ep.ZoneHints, w.strAt(h, p, "name"))
+		var h model.EndpointHints
+		w.seq(hints, hp, "forZones", func(n *node, p string) {
+			h.Zones = append(h.Zones, w.strAt(n, p, "name"))
 		})
-		w.seq(hints, hp, "forNodes", func(h *node, p string) {
-			ep.NodeHints = append(ep.NodeHints, w.strAt(h, p, "name"))
+		w.seq(hints, hp, "forNodes", func(n *node, p string) {
+			h.Nodes = append(h.Nodes, w.strAt(n, p, "name"))
 		})
+		if h.Zones != nil || h.Nodes != nil {
+			ep.Hints = &h
+		}
 	}
 	return ep, true
 }
