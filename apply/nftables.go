@@ -19,8 +19,9 @@ import (
 )
 
 // NFTables loads nftables-mode rules into kube-proxy's table of one family, and only
-// there: with the table in place, one "nft -f" transaction with what changed
-// (kube-proxy's partial sync), all of it or none; without it, the whole table in one
+// there: with the table in place, one "nft -f" transaction with what changed (the
+// minimal partial sync: only the chains whose rules differ, and the elements that
+// differ), all of it or none; without it, the whole table in one
 // transaction, or, for a large table (more than StageAbove objects), in the five
 // transactions of emit/nft's Stages, which load a 10,000-Service table in a minute
 // where one transaction takes five (see README). A failed staged load deletes the
@@ -210,7 +211,7 @@ func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if opts.Full {
 		prev = nil // the whole table, replacing the old one in the same transaction
 	}
-	txs, err := nft.Transactions(sm, prev, stageAbove)
+	txs, err := nft.Transactions(sm, prev, stageAbove, true)
 	if err != nil {
 		return nil, err
 	}

@@ -443,8 +443,8 @@ func TestApplyIPVSNeedsKernel(t *testing.T) {
 
 // TestApplyNFT: apply -m nftables loads kube-proxy's table next to another program's
 // table and iptables rules (which survive), the Services answer, a second apply
-// changes nothing, one endpoint moved rewrites only its Service's chains while a
-// connection to another Service stays up, audit finds a rule deleted by hand and apply
+// changes nothing, one endpoint moved rewrites only the chains of its Service whose
+// rules changed while a connection to another Service stays up, audit finds a rule deleted by hand and apply
 // puts it back, and cleanup removes the table and nothing else.
 func TestApplyNFT(t *testing.T) {
 	n := newNode(t)
@@ -492,15 +492,27 @@ func TestApplyNFT(t *testing.T) {
 	if echo, err := r.ReadString('\n'); err != nil || echo != "still there?\n" {
 		t.Errorf("the connection to keep did not survive the apply: %q, %v", echo, err)
 	}
+	// Only the chains whose rules changed are written (the minimal partial sync): the
+	// moving Service's service chain and the new endpoint's chain; its endpoint that
+	// stayed keeps its chain, as every other Service does.
+	rewritten := 0
 	for chain, hs := range nftHandles(t, n) {
 		old, existed := handles[chain]
-		mine := strings.Contains(chain, "default/moving/")
+		changed := strings.HasPrefix(chain, "service-") && strings.Contains(chain, "default/moving/")
 		switch {
-		case mine && existed && old == hs:
+		case changed && existed && old == hs:
 			t.Errorf("%s was not rewritten", chain)
-		case !mine && old != hs:
+		case !changed && existed && old != hs:
 			t.Errorf("%s was rewritten: handles %s, now %s", chain, old, hs)
+		case !existed && !strings.Contains(chain, "default/moving/") && !strings.HasSuffix(chain, "__198.18.1.73/8080"):
+			t.Errorf("%s is new", chain)
 		}
+		if changed || !existed {
+			rewritten++
+		}
+	}
+	if rewritten != 2 {
+		t.Errorf("%d chains written, want 2 (the service chain and the new endpoint's)", rewritten)
 	}
 
 	// A rule deleted by hand: audit finds it, apply puts it back.

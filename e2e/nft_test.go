@@ -140,7 +140,9 @@ func lineDiff(a, b string) string {
 // TestNFTablesGoldenLoad loads every golden case's nftables.nft into a namespace with
 // the real nft, so the kernel checks each one, and reads the table back: it must be
 // the table the script describes. The steps of a multi-step case load in order, each
-// on top of the one before; a case with a "previous:" file loads that first.
+// on top of the one before; a case with a "previous:" file loads that first. A case's
+// nftables-minimal.nft (--minimal) is loaded over the same table in a namespace of its
+// own and must leave the table the kube-proxy-shaped partial sync leaves.
 func TestNFTablesGoldenLoad(t *testing.T) {
 	netlab.Require(t)
 	if _, err := exec.LookPath("nft"); err != nil {
@@ -157,7 +159,7 @@ func TestNFTablesGoldenLoad(t *testing.T) {
 		t.Fatalf("found only %d golden nftables.nft files", len(paths))
 	}
 	l := netlab.New(t)
-	ns := l.NS("golden")
+	ns, minns := l.NS("golden"), l.NS("goldenmin")
 	var before []byte // the script text the namespace's table came from
 	for _, p := range paths {
 		dir := filepath.Dir(p)
@@ -175,6 +177,9 @@ func TestNFTablesGoldenLoad(t *testing.T) {
 				before = prev
 			}
 		}
+		if minimal, err := os.ReadFile(filepath.Join(dir, "nftables-minimal.nft")); err == nil {
+			loadMinimal(t, l, minns, p, before, minimal)
+		}
 		if err := l.Feed(ns, script, "nft", "-f", "-"); err != nil {
 			t.Errorf("%s: nft -f refused it: %v", p, err)
 			continue
@@ -188,6 +193,36 @@ func TestNFTablesGoldenLoad(t *testing.T) {
 			if _, got := listTable(t, l, ns, family); !nft.Equivalent(got, want) {
 				t.Errorf("%s: the kernel's %s table reads back unlike the script's", p, family)
 			}
+		}
+	}
+}
+
+// loadMinimal loads the script text before (the table a step starts from), then a
+// minimal partial sync, into an empty namespace; the table the kernel lists must be
+// the one the step's kube-proxy-shaped partial sync (nftables.nft) leaves.
+func loadMinimal(t *testing.T, l *netlab.Lab, ns, path string, before, minimal []byte) {
+	t.Helper()
+	script, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.In(ns, "nft", "flush", "ruleset")
+	if err := l.Feed(ns, before, "nft", "-f", "-"); err != nil {
+		t.Fatalf("%s: the table before: %v", path, err)
+	}
+	if len(minimal) > 0 {
+		if err := l.Feed(ns, minimal, "nft", "-f", "-"); err != nil {
+			t.Errorf("%s: nft -f refused the minimal partial: %v\n%s", path, err, minimal)
+			return
+		}
+	}
+	rs, err := nft.ParseBytes(path, append(append([]byte(nil), before...), script...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for family, want := range rs.Tables {
+		if _, got := listTable(t, l, ns, family); !nft.Equivalent(got, want) {
+			t.Errorf("%s: the minimal partial leaves another %s table than the partial sync", path, family)
 		}
 	}
 }

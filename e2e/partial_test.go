@@ -7,12 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/iptables"
+	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
+	"sigs.k8s.io/knftables"
 )
 
 // step is a cluster state: the examples with some documents changed.
@@ -43,6 +47,12 @@ func compileStep(t *testing.T, s step, opts iptables.Options) []byte {
 
 func mapStep(t *testing.T, s step) *ir.ServiceMap {
 	t.Helper()
+	return mapStepMode(t, s, "")
+}
+
+// mapStepMode compiles a step for one proxy mode.
+func mapStepMode(t *testing.T, s step, mode compiler.Mode) *ir.ServiceMap {
+	t.Helper()
 	l := &load.Loader{}
 	for _, p := range []string{"../examples"} {
 		if err := l.Path(p, nil); err != nil {
@@ -64,7 +74,7 @@ func mapStep(t *testing.T, s step) *ir.ServiceMap {
 	if err := l.Errors.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{}).Map
+	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{Mode: mode}).Map
 }
 
 // changesStep is apply --watch's restore from one step to the next: against the rules
@@ -176,4 +186,91 @@ func saveOf(t *testing.T, l *netlab.Lab, ns string) string {
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
+}
+
+// TestNFTPartialMatchesWhole is TestPartialRestoreMatchesFullLoad for nftables mode:
+// after each change, the table on the node (as the kernel lists it) plus the partial
+// sync, kube-proxy's shape and --minimal, leaves exactly the objects a fresh load of
+// the whole script leaves, as "nft list table" prints them (the kernel lists chains in
+// the order they were made, so the listings are compared object by object, sorted).
+// Another program's table stays.
+func TestNFTPartialMatchesWhole(t *testing.T) {
+	l := netlab.New(t)
+	node, fresh := l.NS("nftnode"), l.NS("nftfresh")
+	other := []byte("table ip other-tool {\n chain c {\n  type filter hook input priority 10 ;\n  ip saddr 198.18.7.7 accept\n }\n}\n")
+	if err := l.Feed(node, other, "nft", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	otherTable := l.In(node, "nft", "list", "table", "ip", "other-tool")
+	var saved string // the node's table before the step, as nft lists it
+	for i, s := range partialSteps {
+		sm := mapStepMode(t, s, compiler.NFTables)
+		var whole bytes.Buffer
+		if err := nft.Write(&whole, sm, nft.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := l.Feed(node, whole.Bytes(), "nft", "-f", "-"); err != nil {
+				t.Fatal(err)
+			}
+			saved = l.In(node, "nft", "list", "table", "ip", "kube-proxy")
+			continue
+		}
+		l.In(fresh, "nft", "flush", "ruleset")
+		if err := l.Feed(fresh, whole.Bytes(), "nft", "-f", "-"); err != nil {
+			t.Fatal(err)
+		}
+		want := nftObjects(t, l.In(fresh, "nft", "list", "table", "ip", "kube-proxy"))
+		prev, err := nft.ParseBytes("nft list table", []byte(saved))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, minimal := range []bool{false, true} {
+			// Start each variant from the table as it was before the step.
+			reset := append([]byte("add table ip kube-proxy\ndelete table ip kube-proxy\n"), saved...)
+			if err := l.Feed(node, reset, "nft", "-f", "-"); err != nil {
+				t.Fatal(err)
+			}
+			var partial bytes.Buffer
+			if err := nft.Write(&partial, sm, nft.Options{Previous: prev, Minimal: minimal}); err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(partial.Bytes(), []byte("delete table")) {
+				t.Errorf("step %q (minimal %v): a whole table, want a partial sync", s.name, minimal)
+			}
+			if err := l.Feed(node, partial.Bytes(), "nft", "-f", "-"); err != nil {
+				t.Fatalf("step %q (minimal %v): %v\n%s", s.name, minimal, err, partial.Bytes())
+			}
+			if got := nftObjects(t, l.In(node, "nft", "list", "table", "ip", "kube-proxy")); got != want {
+				t.Errorf("step %q (minimal %v): previous table + partial sync leaves\n%s\nwant\n%s\npartial was:\n%s", s.name, minimal, lineDiff(want, got), want, partial.Bytes())
+			}
+			listed, err := nft.ParseBytes("nft list table", []byte(l.In(node, "nft", "list", "table", "ip", "kube-proxy")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !nft.Equivalent(listed.Tables[knftables.IPv4Family], nft.Build(sm)) {
+				t.Errorf("step %q (minimal %v): the table reads back unlike the step's", s.name, minimal)
+			}
+		}
+		saved = l.In(node, "nft", "list", "table", "ip", "kube-proxy")
+	}
+	if got := l.In(node, "nft", "list", "table", "ip", "other-tool"); got != otherTable {
+		t.Errorf("the other program's table changed:\n%s\nwant\n%s", got, otherTable)
+	}
+}
+
+// nftObjects is an "nft list table" listing as the sorted "add" lines of its objects.
+func nftObjects(t *testing.T, listing string) string {
+	t.Helper()
+	rs, err := nft.ParseBytes("nft list table", []byte(listing))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, listing)
+	}
+	var b bytes.Buffer
+	for _, st := range rs.Tables {
+		if err := nft.WriteState(&b, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return upstreamtest.SortNFTablesTransaction(b.String())
 }

@@ -39,6 +39,9 @@ func runNFTCase(t *testing.T, c goldenCase) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
 	}
 	table := nftTable(t, res.Map, append(append([]byte(nil), before...), got...))
+	if before != nil {
+		checkMinimalNFT(t, c, res, opts, before, table)
+	}
 	if exp, err := os.ReadFile(filepath.Join(c.dir, "upstream.nft")); err == nil {
 		compareUpstreamNFT(t, c, table, exp)
 	}
@@ -53,6 +56,30 @@ func runNFTCase(t *testing.T, c goldenCase) {
 		if ops := countOps(got); ops != n {
 			t.Errorf("%d operations, upstream's partial sync has %d (%s):\n%s", ops, n, c.upstream, got)
 		}
+	}
+}
+
+// checkMinimalNFT compiles a case that has a table before it with --minimal as well:
+// nftables-minimal.nft, which must leave the same table as the kube-proxy-shaped
+// partial sync (and so match upstream's dump), with no more operations.
+func checkMinimalNFT(t *testing.T, c goldenCase, res *pipeline.Result, opts nft.Options, before []byte, table *nft.State) {
+	t.Helper()
+	opts.Minimal = true
+	minimal := emitNFT(t, res.Map, opts)
+	testkit.CompareGolden(t, filepath.Join(c.dir, "nftables-minimal.nft"), minimal, *update)
+	left := nftTable(t, res.Map, append(append([]byte(nil), before...), minimal...))
+	var a, b bytes.Buffer
+	if err := nft.WriteState(&a, left); err != nil {
+		t.Fatal(err)
+	}
+	if err := nft.WriteState(&b, table); err != nil {
+		t.Fatal(err)
+	}
+	if x, y := upstreamtest.SortNFTablesTransaction(a.String()), upstreamtest.SortNFTablesTransaction(b.String()); x != y {
+		t.Errorf("--minimal leaves another table than the kube-proxy-shaped partial sync:\n%s", lineDiff("partial", []byte(y+"\n"), "minimal", []byte(x+"\n")))
+	}
+	if countOps(minimal) > countOps(emitNFT(t, res.Map, nft.Options{Previous: opts.Previous})) {
+		t.Errorf("--minimal writes more operations than the kube-proxy-shaped partial sync:\n%s", minimal)
 	}
 }
 

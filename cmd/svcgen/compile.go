@@ -122,7 +122,10 @@ nftables mode (-m nftables, or mode: nftables in the configuration) writes an nf
 script that replaces kube-proxy's table (ip or ip6 kube-proxy) in one transaction and
 touches nothing else; running it again leaves the same table. --previous FILE (an
 earlier script, or "nft list ruleset" output) writes only what changed, as kube-proxy's
-partial sync does. --stages writes a shell script that loads the table in five nft
+partial sync does: every chain of a changed Service flushed and rewritten. --minimal
+also leaves out the chains whose rules did not change (an endpoint's chain carries its
+address, so one moved endpoint rewrites one endpoint chain and the service chain, not
+all ten). --stages writes a shell script that loads the table in five nft
 transactions: faster for large clusters, but not atomic (see the README).
 
 Services without a ClusterIP or NodePort get one, deterministically; --lock keeps the
@@ -137,6 +140,7 @@ from the Pods they select.`,
   svcgen compile -f examples/ -m ipvs --split -o ipvs/ && sudo ipvsadm -R < ipvs/ipvsadm.rules
   svcgen compile -f examples/ -m nftables > rules.nft && nft -f rules.nft
   nft list ruleset | svcgen compile -f manifests/ -m nftables --previous - | nft -f -
+  nft list table ip kube-proxy | svcgen compile -f manifests/ -m nftables --previous - --minimal | nft -f -
   svcgen compile -f big-cluster/ -m nftables --stages > load.sh && sh load.sh`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -147,7 +151,7 @@ from the Pods they select.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.noflush, "noflush", false, "write kube-proxy's payload only, for iptables-restore --noflush")
 	fl.StringVar(&f.previous, "previous", "", "write a partial sync against this ruleset (svcgen output or iptables-save; - for stdin)")
-	fl.BoolVar(&f.minimal, "minimal", false, "with --previous: also leave out fixed chains that did not change")
+	fl.BoolVar(&f.minimal, "minimal", false, "with --previous: also leave out chains whose rules did not change (iptables: fixed chains; nftables: any chain)")
 	fl.StringVarP(&f.output, "output", "o", "", "write to this file (through a temporary file and a rename) instead of stdout")
 	fl.BoolVar(&f.split, "split", false, "ipvs mode: write the script's parts as separate files into the folder -o names")
 	fl.BoolVar(&f.stages, "stages", false, "nftables: write a shell script that loads the table in stages (faster for large clusters, not atomic)")

@@ -9,19 +9,18 @@ import (
 )
 
 // runCompileNFT writes nftables mode's output: the whole kube-proxy table as one nft
-// transaction, the same in stages (--stages), or only what changed since --previous.
+// transaction, the same in stages (--stages), or only what changed since --previous
+// (with --minimal, only the chains and elements that differ).
 func runCompileNFT(f *compileFlags, res *pipeline.Result, stdin io.Reader, stdout io.Writer) error {
 	switch {
 	case f.noflush:
 		return usagef("--noflush is for iptables mode; the nftables script owns its table and touches nothing else")
-	case f.minimal:
-		return usagef("--minimal is for iptables mode; nftables output with --previous is always minimal")
 	case f.split:
 		return usagef("--split needs ipvs mode (-m ipvs)")
 	case f.stages && f.previous != "":
 		return usagef("--stages writes the whole table; it cannot be combined with --previous")
 	}
-	opts := nft.Options{Stages: f.stages}
+	opts := nft.Options{Stages: f.stages, Minimal: f.minimal}
 	if f.previous != "" {
 		prev, err := readPreviousNFT(f.previous, stdin)
 		if err != nil {

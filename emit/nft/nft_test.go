@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/randcluster"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
@@ -249,6 +252,125 @@ func TestPartialSync(t *testing.T) {
 	})
 }
 
+// TestMinimalPartialSync: --minimal leaves exactly the table the kube-proxy-shaped
+// partial sync leaves (and the whole script), writes no more than it, and leaves out
+// the chains of a changed Service whose rules are the same.
+func TestMinimalPartialSync(t *testing.T) {
+	before := write(t, compileFiles(t, "../../examples"), Options{})
+	prev, err := ParseBytes("before", before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		edits [][2]string
+		// has and lacks are lines the minimal partial must and must not have.
+		has, lacks []string
+	}{
+		{name: "nothing changed"},
+		{
+			name:  "an endpoint moves",
+			edits: [][2]string{{"198.18.2.12", "198.18.2.13"}},
+			has: []string{
+				"flush chain ip kube-proxy service-2E7DC2X4-default/hello-service/tcp/http\n",
+				"add chain ip kube-proxy endpoint-", // the moved endpoint's new chain: added, not flushed
+				"delete chain ip kube-proxy endpoint-Q2MXAZSI-default/hello-service/tcp/http__198.18.2.12/8080\n",
+			},
+			lacks: []string{
+				// The endpoint that stayed: its chain's rules are the same.
+				"kube-proxy endpoint-4L34TH6B-default/hello-service/tcp/http__198.18.1.11/8080",
+				"add chain ip kube-proxy service-", "flush chain ip kube-proxy endpoint-VI4V7AED",
+				"element",
+			},
+		},
+		{
+			name:  "an endpoint leaves",
+			edits: [][2]string{{"name: hello-2\n  namespace: default\n  labels:\n    app: hello", "name: hello-2\n  namespace: default\n  labels:\n    app: other"}},
+			has:   []string{"numgen random mod 1 vmap", "delete chain ip kube-proxy endpoint-Q2MXAZSI-default/hello-service/tcp/http__198.18.2.12/8080\n"},
+			lacks: []string{"kube-proxy endpoint-4L34TH6B-default/hello-service/tcp/http__198.18.1.11/8080", "add chain ip kube-proxy endpoint-"},
+		},
+		{
+			name:  "a Service renamed",
+			edits: [][2]string{{"name: hello-service2\n", "name: hello-service3\n"}},
+			has:   []string{"delete element ip kube-proxy service-ips {", "add element ip kube-proxy service-ips {", "delete chain ip kube-proxy service-7TLBIAYF-default/hello-service2/tcp/http\n"},
+			lacks: []string{"default/hello-service/", "shop/cart"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sm := compileFiles(t, editExamples(t, tc.edits...))
+			kp := write(t, sm, Options{Previous: prev})
+			minimal := write(t, sm, Options{Previous: prev, Minimal: true})
+			want := dump(t, Build(sm))
+			if got := dump(t, applyScript(t, before, minimal)); got != want {
+				t.Errorf("previous + minimal partial:\n%s\nwant the whole new table:\n%s\nthe partial was:\n%s", got, want, minimal)
+			}
+			if got := dump(t, applyScript(t, before, kp)); got != want {
+				t.Errorf("previous + kube-proxy's partial:\n%s\nwant:\n%s", got, want)
+			}
+			if len(minimal) > len(kp) || len(tc.edits) > 0 && len(minimal) >= len(kp) || len(tc.edits) == 0 && len(minimal) != 0 {
+				t.Errorf("minimal partial of %d bytes, kube-proxy's of %d:\n%s", len(minimal), len(kp), minimal)
+			}
+			for _, s := range tc.has {
+				if !bytes.Contains(minimal, []byte(s)) {
+					t.Errorf("minimal partial lacks %q:\n%s", s, minimal)
+				}
+			}
+			for _, s := range tc.lacks {
+				if bytes.Contains(minimal, []byte(s)) {
+					t.Errorf("minimal partial has %q:\n%s", s, minimal)
+				}
+			}
+		})
+	}
+}
+
+// uniqueLines drops repeated lines of a sorted dump: a set that is given one element
+// twice (two Services' ports on one ClusterIP) holds it once. Element comments are left
+// out: a partial sync, as kube-proxy's element storage, keeps an element whose key and
+// value stay when only its comment (the Service port) changes.
+func uniqueLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "add element ") {
+			lines[i] = elementComment.ReplaceAllString(l, "")
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(slices.Compact(lines), "\n")
+}
+
+var elementComment = regexp.MustCompile(` comment "[^"]*"`)
+
+// TestMinimalPartialRandom: from every random cluster to the next, both partial syncs
+// (the whole script when the fixed part differs) leave the next cluster's table.
+func TestMinimalPartialRandom(t *testing.T) {
+	partial := 0
+	var before []byte
+	for seed := uint64(1); seed <= 40; seed++ {
+		sm := compileYAML(t, string(randcluster.Generate(seed, randcluster.Options{IPv6: false})))
+		if before != nil {
+			prev, err := ParseBytes("before", before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := uniqueLines(dump(t, Build(sm)))
+			for _, minimal := range []bool{false, true} {
+				out := write(t, sm, Options{Previous: prev, Minimal: minimal})
+				if !bytes.Contains(out, []byte("delete table")) && minimal {
+					partial++
+				}
+				if got := uniqueLines(dump(t, applyScript(t, before, out))); got != want {
+					t.Errorf("seed %d, minimal %v: the partial leaves\n%s\nwant\n%s", seed, minimal, got, want)
+				}
+			}
+		}
+		before = write(t, sm, Options{})
+	}
+	if partial < 5 {
+		t.Errorf("only %d of the transitions were partial syncs; the test covers too little", partial)
+	}
+}
+
 // testdata/examples.list is "nft list ruleset" of a namespace where the script of
 // ../../examples was loaded (nft 1.0.6). Read back, it is the table svcgen wants: a
 // partial sync against it writes nothing.
@@ -263,7 +385,7 @@ func TestListingRoundTrip(t *testing.T) {
 	}
 	want := Build(compileFiles(t, "../../examples"))
 	got := rs.Tables[knftables.IPv4Family]
-	if ops, full := partialOps(got, want.wanted()); full || len(ops) != 0 {
+	if ops, full := partialOps(got, want.wanted(), false); full || len(ops) != 0 {
 		t.Errorf("the listing differs from the table svcgen wants; partial sync:\n%s", knftablesText(t, want.Family, ops))
 	}
 	// Rules read back in knftables' spelling, except what Canonical undoes.
@@ -436,12 +558,12 @@ ports: [{name: p80, port: 80, protocol: TCP}]
 func TestTransactions(t *testing.T) {
 	sm := compileFiles(t, "../../examples")
 	whole := write(t, sm, Options{})
-	txs, err := Transactions(sm, nil, 0)
+	txs, err := Transactions(sm, nil, 0, true)
 	if err != nil || len(txs) != 1 || !bytes.Equal(txs[0], whole) {
 		t.Errorf("whole: %d transactions, %v; want the script", len(txs), err)
 	}
 	staged := stageBodies(t, write(t, sm, Options{Stages: true}))
-	if txs, err = Transactions(sm, nil, 10); err != nil || len(txs) != len(staged) {
+	if txs, err = Transactions(sm, nil, 10, true); err != nil || len(txs) != len(staged) {
 		t.Fatalf("staged: %d transactions, %v; want %d", len(txs), err, len(staged))
 	}
 	for i := range txs {
@@ -454,7 +576,9 @@ func TestTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := compileFiles(t, editExamples(t, [2]string{"198.18.2.12", "198.18.2.13"}))
-	if txs, err = Transactions(moved, prev, 10); err != nil || len(txs) != 1 || !bytes.Equal(txs[0], write(t, moved, Options{Previous: prev})) {
-		t.Errorf("partial: %d transactions, %v; want the partial sync", len(txs), err)
+	for _, minimal := range []bool{false, true} {
+		if txs, err = Transactions(moved, prev, 10, minimal); err != nil || len(txs) != 1 || !bytes.Equal(txs[0], write(t, moved, Options{Previous: prev, Minimal: minimal})) {
+			t.Errorf("partial (minimal %v): %d transactions, %v; want the partial sync", minimal, len(txs), err)
+		}
 	}
 }

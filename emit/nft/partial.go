@@ -62,6 +62,13 @@ func (st *State) wanted() *wanted {
 // deleted only when nothing refers to it any more. The wanted rules are made twice,
 // to compare and for the Services that changed, and never kept all at once.
 //
+// With minimal, only what differs is written, in the same order: a chain that is new
+// is added, a chain whose rules differ is flushed, each followed by its rules; a chain
+// of a changed Service whose rules are the same, and an affinity set whose definition
+// is the same, are left out. (kube-proxy rewrites every chain of a changed Service: its
+// chains' names carry an endpoint's address and port, so one moved endpoint rewrites
+// every endpoint chain of the Service although only one differs.)
+//
 // If anything outside the Services differs (base chains, fixed rules, container
 // definitions, the node-port addresses), kube-proxy would run a full sync; so does
 // this: full says to write the whole table.
@@ -70,11 +77,11 @@ func (st *State) wanted() *wanted {
 // their own (kernels before 6.2 may still count a chain as referenced right after the
 // map element that named it is deleted), the stale chains are deleted in the same
 // transaction.
-func partialOps(prev *State, want *wanted) (ops []Op, full bool) {
+func partialOps(prev *State, want *wanted, minimal bool) (ops []Op, full bool) {
 	if !sameFixed(prev, want.fixed) {
 		return nil, true
 	}
-	changed := changedOwners(prev, want)
+	diff := changedParts(prev, want)
 	var chains, sets, rules, stale []Op
 	keep := func(chain string, text []byte, comment string) {
 		r := &knftables.Rule{Chain: chain, Rule: string(text)}
@@ -83,15 +90,23 @@ func partialOps(prev *State, want *wanted) (ops []Op, full bool) {
 		}
 		rules = append(rules, Op{"add", r})
 	}
-	for _, owner := range changed {
+	for _, owner := range diff.owners {
 		for _, c := range want.chains {
-			if ownerOf(c.name) == owner {
-				chains = append(chains, Op{"add", &knftables.Chain{Name: c.name}}, Op{"flush", &knftables.Chain{Name: c.name}})
-				c.rules(keep)
+			if ownerOf(c.name) != owner || minimal && !diff.chains[c.name] {
+				continue
 			}
+			switch {
+			case !minimal:
+				chains = append(chains, Op{"add", &knftables.Chain{Name: c.name}}, Op{"flush", &knftables.Chain{Name: c.name}})
+			case prev.Chains[c.name] == nil:
+				chains = append(chains, Op{"add", &knftables.Chain{Name: c.name}})
+			default:
+				chains = append(chains, Op{"flush", &knftables.Chain{Name: c.name}})
+			}
+			c.rules(keep)
 		}
 		for _, s := range want.sets {
-			if ownerOf(s.Name) == owner {
+			if ownerOf(s.Name) == owner && (!minimal || diff.sets[s.Name]) {
 				sets = append(sets, Op{"add", s})
 			}
 		}
@@ -135,9 +150,17 @@ func ownerOf(name string) string {
 	return svc
 }
 
-// changedOwners lists the Services whose chains or affinity sets differ, sorted.
-func changedOwners(prev *State, want *wanted) []string {
-	changed := map[string]bool{}
+// changes are the Services' chains and affinity sets that differ between two tables.
+type changes struct {
+	owners []string        // the Services ("namespace/name") with any of them, sorted
+	chains map[string]bool // wanted chains that are new or whose rules differ
+	sets   map[string]bool // wanted affinity sets that are new or defined otherwise
+}
+
+// changedParts compares the Services' chains and affinity sets of want with prev's.
+func changedParts(prev *State, want *wanted) changes {
+	d := changes{chains: map[string]bool{}, sets: map[string]bool{}}
+	owners := map[string]bool{}
 	for _, c := range want.chains {
 		p := prev.Chains[c.name]
 		same, i := p != nil, 0
@@ -147,15 +170,18 @@ func changedOwners(prev *State, want *wanted) []string {
 			}
 		})
 		if !same || i != len(p.Rules) {
-			changed[ownerOf(c.name)] = true
+			d.chains[c.name] = true
+			owners[ownerOf(c.name)] = true
 		}
 	}
 	for _, s := range want.sets {
 		if p := prev.Sets[s.Name]; p == nil || objectText(p.Set) != objectText(s) {
-			changed[ownerOf(s.Name)] = true
+			d.sets[s.Name] = true
+			owners[ownerOf(s.Name)] = true
 		}
 	}
-	return sortedKeys(changed)
+	d.owners = sortedKeys(owners)
+	return d
 }
 
 // sameRule compares a rule with a wanted rule's text and comment, as nft would run
@@ -284,6 +310,6 @@ func keyOnly(e *knftables.Element) *knftables.Element {
 // partial sync from one to the other would write nothing. (The entries the kernel
 // adds to dynamic sets at run time are not part of a ruleset.)
 func Equivalent(a, b *State) bool {
-	ops, full := partialOps(a, b.wanted())
+	ops, full := partialOps(a, b.wanted(), true)
 	return !full && len(ops) == 0
 }

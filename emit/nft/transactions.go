@@ -9,11 +9,11 @@ import (
 // Transactions are the "nft -f" texts that load sm's table over prev, the kube-proxy
 // tables on the node now (nil or without a table of sm's family: none there): with a
 // table there, one transaction with only what changed (kube-proxy's partial sync,
-// Write with Previous); without, the whole table in one transaction, or, when it has
+// Write with Previous, and Minimal when minimal); without, the whole table in one transaction, or, when it has
 // more than stageAbove objects (0: never), as the five transactions of Stages, faster
 // for a large table but not atomic (see Options.Stages). A partial sync that finds the
 // table different outside the Services writes the whole table, in one transaction.
-func Transactions(sm *ir.ServiceMap, prev *Ruleset, stageAbove int) ([][]byte, error) {
+func Transactions(sm *ir.ServiceMap, prev *Ruleset, stageAbove int, minimal bool) ([][]byte, error) {
 	t := newTable(sm)
 	var have *State
 	if prev != nil {
@@ -37,7 +37,7 @@ func Transactions(sm *ir.ServiceMap, prev *Ruleset, stageAbove int) ([][]byte, e
 		}
 		return out, nil
 	}
-	b, err := text(func(lw *lineWriter) { writePartial(lw, have, t) })
+	b, err := text(func(lw *lineWriter) { writePartial(lw, have, t, minimal) })
 	if err != nil || len(b) == 0 {
 		return nil, err
 	}

@@ -16,7 +16,8 @@
 // script (see Options.Stages for the trade-off, writeStages for the split).
 //
 // With Previous, the output is kube-proxy's partial sync against an earlier state (see
-// partialOps for its order). Object text is always knftables'.
+// partialOps for its order); with Minimal as well, only the chains, sets and elements
+// that differ. Object text is always knftables'.
 package nft
 
 import (
@@ -33,6 +34,11 @@ type Options struct {
 	// output (see Parse). When set, only what changed since is written; when it has no
 	// kube-proxy table of the service map's family, the whole table is.
 	Previous *Ruleset
+	// Minimal (with Previous) writes only what differs: chains whose rules did not
+	// change and affinity sets that are the same are left out even when their Service
+	// changed (kube-proxy's partial sync rewrites every chain of a changed Service), a
+	// new chain is only added and a changed one only flushed (see partialOps).
+	Minimal bool
 	// Stages writes the table as a shell script of five nft transactions (see writeStages).
 	// A large table loads faster so (see README), but the load is not atomic: from the
 	// first transaction, which deletes an older table, to the last, which hooks the new
@@ -48,7 +54,7 @@ func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
 	lw := newLineWriter(out, t.fixed.Family)
 	switch {
 	case opts.Previous != nil:
-		writePartial(lw, opts.Previous.Tables[t.fixed.Family], t)
+		writePartial(lw, opts.Previous.Tables[t.fixed.Family], t, opts.Minimal)
 	case opts.Stages:
 		t.writeStages(lw)
 	default:
@@ -78,10 +84,11 @@ func replaceTable(t *knftables.Table) []Op {
 }
 
 // writePartial writes kube-proxy's partial sync from prev (nil: no table there) to
-// the table, or the whole table when the sync must be a full one.
-func writePartial(lw *lineWriter, prev *State, t *table) {
+// the table (only what differs, with minimal), or the whole table when the sync must
+// be a full one.
+func writePartial(lw *lineWriter, prev *State, t *table, minimal bool) {
 	if prev != nil {
-		if ops, full := partialOps(prev, t.wanted()); !full {
+		if ops, full := partialOps(prev, t.wanted(), minimal); !full {
 			writeOps(lw, ops)
 			return
 		}
