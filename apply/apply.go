@@ -104,8 +104,20 @@ type Applier struct {
 	// Conntrack flushes stale UDP entries after a load (nil: not done).
 	Conntrack Conntrack
 	Log       *slog.Logger
+	// Generation reads nf_tables' ruleset generation id (NFTablesGeneration; nil: not
+	// used). With it, a backend whose rules live in nf_tables is not read again while
+	// the generation has not moved since the state the applier holds was exact (see
+	// generation.go).
+	Generation Generation
 
 	state State // what the last sync left in the kernel; nil before the first
+	// gen is the generation at which state is exactly the kernel's, when exact.
+	gen   uint32
+	exact bool
+	// tracked caches whether the backend's rules live in nf_tables (nil: not asked).
+	tracked *bool
+	// testHookAfterLoad runs between a load and the generation read after it.
+	testHookAfterLoad func()
 }
 
 // SyncOptions choose what one sync does.
@@ -133,6 +145,9 @@ type Result struct {
 	Took             time.Duration
 	// Steps is where the time went.
 	Steps Steps
+	// ReadSkipped: the kernel was not read because its ruleset generation had not
+	// moved since the state the applier holds was exact.
+	ReadSkipped bool
 }
 
 // Steps are the durations of a sync's steps (zero for a step it skipped).
@@ -156,10 +171,16 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		return func() { *d = time.Since(t) }
 	}
 	from := a.state
-	if from == nil || opts.Reread || opts.DryRun {
+	skipped := false
+	switch {
+	case from != nil && !opts.DryRun && a.unchanged():
+		skipped = true // nothing has committed to nf_tables since the state was exact
+	case from == nil || opts.Reread || opts.DryRun || a.trackable():
+		// (A backend in nf_tables is read whenever the generation moved, also between
+		// intervals: another program changed something.)
 		var err error
 		done := step(&steps.Read)
-		from, err = a.Backend.Read(ctx)
+		from, err = a.read(ctx)
 		done()
 		if err != nil {
 			return nil, fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
@@ -171,7 +192,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Summary: plan.Summary(), Changed: !plan.Empty()}
+	res := &Result{Summary: plan.Summary(), Changed: !plan.Empty(), ReadSkipped: skipped}
 	if opts.DryRun {
 		v := ViewOptions{Map: sm}
 		res.Diff = ruleview.Unified("kernel", from.View(v), "after apply", plan.After().View(v))
@@ -179,10 +200,10 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		return res, nil
 	}
 	done = step(&steps.Load)
-	after, err := a.Backend.Load(ctx, plan)
+	after, err := a.load(ctx, plan)
 	done()
 	if err != nil {
-		a.state = nil // read the kernel again next time
+		a.Forget() // read the kernel again next time
 		return nil, err
 	}
 	a.state = after
@@ -200,12 +221,92 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 }
 
 // Forget drops the remembered state: the next sync reads the kernel.
-func (a *Applier) Forget() { a.state = nil }
+func (a *Applier) Forget() { a.state, a.exact = nil, false }
+
+// trackable reports whether the generation id covers the backend's rules: the applier
+// has a Generation to read and the backend's rules live in nf_tables.
+func (a *Applier) trackable() bool {
+	if a.Generation == nil {
+		return false
+	}
+	if a.tracked == nil {
+		t, ok := a.Backend.(generationTracked)
+		in := ok && t.InNFTables()
+		a.tracked = &in
+	}
+	return *a.tracked
+}
+
+// generation reads the generation id; ok is false when it cannot be used.
+func (a *Applier) generation() (g uint32, ok bool) {
+	if !a.trackable() {
+		return 0, false
+	}
+	g, err := a.Generation()
+	if err != nil {
+		if a.Log != nil {
+			a.Log.Debug("no nf_tables generation; reading the rules instead", "err", err)
+		}
+		return 0, false
+	}
+	return g, true
+}
+
+// unchanged reports that the kernel holds exactly the state the applier remembers:
+// the state was exact at a generation, and the generation has not moved since.
+func (a *Applier) unchanged() bool {
+	if !a.exact {
+		return false
+	}
+	g, ok := a.generation()
+	return ok && g == a.gen
+}
+
+// read reads the kernel's state, and takes it as exact when the generation was the
+// same before and after the read (nothing committed while it was read).
+func (a *Applier) read(ctx context.Context) (State, error) {
+	g0, ok0 := a.generation()
+	st, err := a.Backend.Read(ctx)
+	if err != nil {
+		a.exact = false
+		return nil, err
+	}
+	g1, ok1 := a.generation()
+	a.gen, a.exact = g1, ok0 && ok1 && g0 == g1
+	return st, nil
+}
+
+// load loads a plan, and takes the state after it as exact when the state planned from
+// was exact at the generation just before the load, and the load's own transactions,
+// each sure to change the ruleset, account for the whole move of the generation
+// during it: then no other program committed in between, not even between the end of
+// the load and the generation read after it (see generation.go).
+func (a *Applier) load(ctx context.Context, plan Plan) (State, error) {
+	g0, ok0 := a.generation()
+	wasExact := a.exact && ok0 && g0 == a.gen
+	a.exact = false
+	after, err := a.Backend.Load(ctx, plan)
+	if err != nil {
+		return nil, err
+	}
+	if a.testHookAfterLoad != nil {
+		a.testHookAfterLoad()
+	}
+	g1, ok1 := a.generation()
+	c, known := plan.(committer)
+	if !wasExact || !ok1 || !known {
+		return after, nil
+	}
+	if commits := c.Commits(); commits.Sure && g1-g0 == uint32(commits.N) {
+		a.gen, a.exact = g1, true
+	}
+	return after, nil
+}
 
 // Cleanup removes everything svcgen or kube-proxy made with the backend. With dryRun
 // it returns the diff and changes nothing.
 func (a *Applier) Cleanup(ctx context.Context, dryRun bool) (*Result, error) {
-	a.state = nil
+	a.Forget()
 	return Cleanup(ctx, a.Backend, a.Lock, dryRun)
 }
 

@@ -49,6 +49,14 @@ func (b *IPTables) Name() string {
 
 func (b *IPTables) tool(suffix string) string { return b.Name() + suffix }
 
+// InNFTables reports whether iptables is iptables-nft ("iptables -V" says nf_tables),
+// whose rules live in nf_tables, so that the generation id covers them;
+// iptables-legacy's do not.
+func (b *IPTables) InNFTables() bool {
+	out, err := runTool(context.Background(), nil, b.tool(""), "-V")
+	return err == nil && strings.Contains(string(out), "nf_tables")
+}
+
 // ipState is the kernel's tables as iptables-save printed them, or as a load left
 // them (the model of a restore, iptables.Ruleset.Restore, kept up to date).
 type ipState struct {
@@ -160,6 +168,12 @@ func (p *ipPlan) owners() iptables.Owners {
 }
 
 func (p *ipPlan) Empty() bool { return iptables.CountLines(p.payload).Blocks == 0 }
+
+// Commits: iptables-nft commits each block of the restore as one transaction.
+func (p *ipPlan) Commits() Commits {
+	n, sure := iptables.Commits(p.payload)
+	return Commits{N: n, Sure: sure}
+}
 
 func (p *ipPlan) After() State {
 	if p.after == nil {

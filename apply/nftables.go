@@ -41,6 +41,9 @@ func NewNFTables(family model.IPFamily) *NFTables {
 	return &NFTables{IPv6: family == model.IPv6, StageAbove: DefaultStageAbove}
 }
 
+// InNFTables: the table is nf_tables' own (the generation id covers it).
+func (b *NFTables) InNFTables() bool { return true }
+
 func (b *NFTables) Name() string {
 	if b.IPv6 {
 		return "nftables (IPv6)"
@@ -165,7 +168,19 @@ type nftPlan struct {
 	staged bool
 }
 
-func (p *nftPlan) Empty() bool  { return len(p.txs) == 0 }
+func (p *nftPlan) Empty() bool { return len(p.txs) == 0 }
+
+// Commits: each transaction with text is one commit of nft -f.
+func (p *nftPlan) Commits() Commits {
+	c := Commits{Sure: true}
+	for _, tx := range p.txs {
+		if len(bytes.TrimSpace(tx)) > 0 {
+			c.N++
+			c.Sure = c.Sure && nft.SureChange(tx)
+		}
+	}
+	return c
+}
 func (p *nftPlan) After() State { return p.after }
 func (p *nftPlan) Summary() Summary {
 	var s Summary

@@ -38,8 +38,9 @@ func (f SourceFunc) ServiceMap(ctx context.Context, changed []string) (*ir.Servi
 
 // Watch keeps a node's rules in step with its manifests: it syncs when an input file
 // changes and on every interval (then reading the kernel again, so rules changed by
-// hand are put back), logs each sync with its duration, and serves /healthz and
-// /metrics.
+// hand are put back; with the Applier's Generation, only when nf_tables' ruleset
+// generation moved since the rules it holds were exact), logs each sync with its
+// duration, and serves /healthz and /metrics.
 type Watch struct {
 	Applier  *Applier
 	Source   Source
@@ -65,6 +66,7 @@ type metrics struct {
 	lastOK     prometheus.Gauge
 	failures   prometheus.Counter
 	conntrack  prometheus.Counter
+	skipped    prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -95,8 +97,12 @@ func newMetrics() *metrics {
 			Name: "svcgen_conntrack_entries_flushed_total",
 			Help: "Stale UDP conntrack entries deleted.",
 		}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svcgen_kernel_reads_skipped_total",
+			Help: "Syncs that did not read the kernel's rules because nf_tables' ruleset generation had not moved.",
+		}),
 	}
-	m.reg.MustRegister(m.duration, m.rules, m.rulesTotal, m.lastOK, m.failures, m.conntrack)
+	m.reg.MustRegister(m.duration, m.rules, m.rulesTotal, m.lastOK, m.failures, m.conntrack, m.skipped)
 	return m
 }
 
@@ -174,8 +180,13 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 		}
 		w.metrics.rulesTotal.Add(float64(res.Summary.Rules))
 		w.metrics.conntrack.Add(float64(res.ConntrackFlushed))
+		read := any(res.Steps.Read.Round(time.Microsecond))
+		if res.ReadSkipped {
+			w.metrics.skipped.Inc()
+			read = "skipped" // the nf_tables generation had not moved
+		}
 		attrs := []any{"reason", reason, "took", took.Round(time.Microsecond), "changed", res.Changed,
-			"read", res.Steps.Read.Round(time.Microsecond), "plan", res.Steps.Plan.Round(time.Microsecond),
+			"read", read, "plan", res.Steps.Plan.Round(time.Microsecond),
 			"load", res.Steps.Load.Round(time.Microsecond)}
 		if res.Changed {
 			attrs = append(attrs, "wrote", res.Summary.Text)

@@ -317,7 +317,8 @@ endpoints:
 	}
 }
 
-// TestApplyWatch: --watch syncs on a manifest change and repairs a rule deleted by hand
+// TestApplyWatch: --watch syncs on a manifest change, skips reading the rules in an
+// interval where nf_tables' generation stood still, and repairs a rule deleted by hand
 // within an interval, logging each sync, and serves /healthz and /metrics.
 func TestApplyWatch(t *testing.T) {
 	n := newNode(t)
@@ -407,6 +408,17 @@ func TestApplyWatch(t *testing.T) {
 	late := iptables.ServiceChainsFor("default/late:tcp", "tcp").SVC
 	if !strings.Contains(n.save(), ":"+late) {
 		t.Errorf("the new Service's chain %s is not in the kernel", late)
+	}
+
+	// An interval with nothing changed does not read the rules (iptables-nft: the
+	// nf_tables generation stood still); on iptables-legacy every interval reads.
+	if strings.Contains(n.l.In(n.c.node, "iptables", "-V"), "nf_tables") {
+		waitLog("an interval that skips the read", func(l string) bool {
+			return strings.Contains(l, "reason=interval") && strings.Contains(l, "read=skipped") && strings.Contains(l, "changed=false")
+		})
+		if _, body := get("/metrics"); !strings.Contains(body, "svcgen_kernel_reads_skipped_total") || strings.Contains(body, "svcgen_kernel_reads_skipped_total 0\n") {
+			t.Errorf("/metrics counts no skipped read:\n%s", body)
+		}
 	}
 
 	// A rule deleted by hand comes back at the next interval.

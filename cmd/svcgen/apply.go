@@ -57,7 +57,12 @@ the xtables lock is waited for at most --wait as well.
 
 --watch keeps the rules in step: it syncs when an input file changes and every
 --interval (then reading the kernel again, so rules changed by hand are put back), logs
-each sync with its duration, and serves /healthz and Prometheus /metrics on --listen.`,
+each sync with its duration, and serves /healthz and Prometheus /metrics on --listen.
+Rules that live in nf_tables (nftables mode, and iptables mode on iptables-nft) are
+read again only when nf_tables' ruleset generation moved since svcgen last knew them
+exactly (another program committed something): an interval with nothing changed
+costs one netlink request instead of a read of the whole ruleset (log: read=skipped).
+iptables-legacy and ipvs keep no generation and are read on every interval.`,
 		Example: `  ip netns exec node1 svcgen apply -f examples/
   svcgen apply -f manifests/ --dry-run          # the unified diff it would load
   svcgen apply -f manifests/ --full             # rewrite every chain
@@ -115,6 +120,8 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		Lock:      &apply.Lock{Path: lockPath, Wait: f.wait},
 		Conntrack: apply.NetlinkConntrack{},
 		Log:       slog.New(slog.NewTextHandler(stderr, nil)),
+		// Skip reading rules that live in nf_tables while its generation stands still.
+		Generation: apply.NFTablesGeneration,
 	}
 	if ctx == nil {
 		ctx = context.Background()

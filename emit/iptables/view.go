@@ -183,3 +183,24 @@ func CountLines(payload []byte) Count {
 	})
 	return c
 }
+
+// Commits counts the COMMIT blocks of a restore (iptables-nft commits each as one
+// nf_tables transaction), and reports whether every block is sure to change the
+// ruleset: it appends, inserts or deletes a rule or deletes a chain (a block that only
+// declares chains may find them as it wants them and commit nothing).
+func Commits(payload []byte) (n int, sure bool) {
+	sure = true
+	changes := false
+	forEachLine(payload, func(l []byte) {
+		switch {
+		case bytes.HasPrefix(l, []byte("-A ")), bytes.HasPrefix(l, []byte("-I ")),
+			bytes.HasPrefix(l, []byte("-D ")), bytes.HasPrefix(l, []byte("-X ")):
+			changes = true
+		case string(l) == "COMMIT":
+			n++
+			sure = sure && changes
+			changes = false
+		}
+	})
+	return n, sure
+}

@@ -43,3 +43,22 @@ func Transactions(sm *ir.ServiceMap, prev *Ruleset, stageAbove int, minimal bool
 	}
 	return [][]byte{b}, nil
 }
+
+// SureChange reports whether an nft transaction is sure to change the ruleset when it
+// commits: it adds a rule (always a new one) or deletes something (which fails if it is
+// not there). A transaction that only adds chains, sets or elements, or flushes, may
+// find the kernel already as it wants it and commit nothing.
+func SureChange(tx []byte) bool {
+	for len(tx) > 0 {
+		line := tx
+		if i := bytes.IndexByte(tx, '\n'); i >= 0 {
+			line, tx = tx[:i], tx[i+1:]
+		} else {
+			tx = nil
+		}
+		if bytes.HasPrefix(line, []byte("add rule ")) || bytes.HasPrefix(line, []byte("delete ")) {
+			return true
+		}
+	}
+	return false
+}

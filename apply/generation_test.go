@@ -1,0 +1,208 @@
+package apply
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/internal/netlab"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/model"
+)
+
+// genCluster is a node with one NodePort Service; its endpoints are appended.
+const genCluster = `
+apiVersion: v1
+kind: Node
+metadata: {name: node1}
+status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  type: NodePort
+  clusterIP: 198.19.0.10
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints:
+`
+
+func genMap(t *testing.T, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
+	t.Helper()
+	text := genCluster
+	for _, e := range endpoints {
+		text += "- {addresses: [" + e + "], nodeName: node1}\n"
+	}
+	l := &load.Loader{}
+	l.Bytes("cluster.yaml", []byte(text))
+	if err := l.Errors.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{Mode: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Map
+}
+
+// counting counts a backend's reads of the kernel: the test hook of the drift checks.
+type counting struct {
+	Backend
+	reads int
+}
+
+func (c *counting) Read(ctx context.Context) (State, error) {
+	c.reads++
+	return c.Backend.Read(ctx)
+}
+
+func (c *counting) InNFTables() bool {
+	t, ok := c.Backend.(generationTracked)
+	return ok && t.InNFTables()
+}
+
+// inNS runs fn in a namespace (the tools apply runs and the netlink socket of the
+// generation read are made from the calling thread, so they are in it too).
+func inNS(t *testing.T, ns string, fn func()) {
+	t.Helper()
+	if err := netlab.InNS(ns, func() error { fn(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The generation moves by one for each committed nf_tables transaction, nft's or
+// iptables-nft's (one for each block of a restore), and not for reads.
+func TestGenerationCountsCommits(t *testing.T) {
+	l := netlab.New(t)
+	ns := l.NS("gen")
+	gen := func() uint32 {
+		t.Helper()
+		var g uint32
+		inNS(t, ns, func() {
+			var err error
+			if g, err = NFTablesGeneration(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return g
+	}
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		moves uint32
+	}{
+		{"nft -f, one transaction", "add table ip t\nadd chain ip t c\nadd rule ip t c accept\n", []string{"nft", "-f", "-"}, 1},
+		{"nft list", "", []string{"nft", "list", "ruleset"}, 0},
+		{"iptables-restore, two blocks", "*nat\n:X - [0:0]\n-A X -j RETURN\nCOMMIT\n*filter\n:Y - [0:0]\n-A Y -j RETURN\nCOMMIT\n", []string{"iptables-restore", "--noflush"}, 2},
+		{"iptables-save", "", []string{"iptables-save"}, 0},
+	} {
+		if _, err := exec.LookPath(tc.args[0]); err != nil {
+			t.Fatalf("%s is not installed", tc.args[0])
+		}
+		if tc.args[0] == "iptables-restore" && !strings.Contains(l.In(ns, "iptables", "-V"), "nf_tables") {
+			continue // iptables-legacy: not in nf_tables
+		}
+		before := gen()
+		if err := l.Feed(ns, []byte(tc.stdin), tc.args...); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if moved := gen() - before; moved != tc.moves {
+			t.Errorf("%s: the generation moved by %d, want %d", tc.name, moved, tc.moves)
+		}
+	}
+}
+
+// TestSkipReadWhileGenerationStands drives the applier as apply --watch does (every
+// sync an interval's, asking to read the kernel again) in a namespace, for nftables
+// mode and for iptables mode on iptables-nft: an interval with nothing changed does
+// not read the rules; another program's change to kube-proxy's rules is read and
+// repaired at the next interval; a change elsewhere in nf_tables is read and changes
+// nothing; and a change made between the end of a load and the generation read after
+// it is not missed. On iptables-legacy every interval reads.
+func TestSkipReadWhileGenerationStands(t *testing.T) {
+	l := netlab.New(t)
+	for _, mode := range []compiler.Mode{compiler.NFTables, compiler.IPTables} {
+		t.Run(string(mode), func(t *testing.T) {
+			ns := l.NS("skip" + string(mode)[:3])
+			sm1 := genMap(t, mode, "198.18.1.1", "198.18.1.2")
+			sm2 := genMap(t, mode, "198.18.1.1", "198.18.1.3")
+			backend, err := ForMode(mode, model.IPv4, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &counting{Backend: backend}
+			a := &Applier{Backend: c, Generation: NFTablesGeneration}
+			legacy := mode == compiler.IPTables && !strings.Contains(l.In(ns, "iptables", "-V"), "nf_tables")
+			sync := func(what string, sm *ir.ServiceMap, wantRead, wantChanged bool) {
+				t.Helper()
+				before := c.reads
+				var res *Result
+				inNS(t, ns, func() {
+					var err error
+					if res, err = a.Sync(context.Background(), sm, SyncOptions{Reread: true}); err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+				})
+				if legacy {
+					wantRead = true
+				}
+				if read := c.reads > before; read != wantRead || res.ReadSkipped == wantRead {
+					t.Errorf("%s: read the kernel %v (skipped %v), want %v", what, read, res.ReadSkipped, wantRead)
+				}
+				if res.Changed != wantChanged {
+					t.Errorf("%s: changed %v, want %v (%s)", what, res.Changed, wantChanged, res.Summary.Text)
+				}
+			}
+			// drift deletes kube-proxy's rules of the Service by hand.
+			drift := func() {
+				if mode == compiler.NFTables {
+					l.In(ns, "nft", "flush", "chain", "ip", "kube-proxy", serviceChain(t, l, ns))
+				} else {
+					l.In(ns, "iptables", "-t", "nat", "-F", "KUBE-NODEPORTS")
+				}
+			}
+			sync("first sync", sm1, true, true)
+			sync("nothing changed", sm1, false, false)
+			sync("nothing changed, again", sm1, false, false)
+			drift()
+			sync("after another program's change", sm1, true, true)
+			sync("after the repair", sm1, false, false)
+			l.In(ns, "nft", "add", "table", "ip", "elsewhere")
+			sync("after a change elsewhere", sm1, true, false)
+			sync("after that", sm1, false, false)
+			sync("a new endpoint, loaded", sm2, false, true)
+			sync("after the load", sm2, false, false)
+			// Another program changes kube-proxy's rules right after svcgen's load,
+			// before the generation is read: the next interval must find it.
+			a.testHookAfterLoad = drift
+			sync("a load raced by another program", sm1, false, true)
+			a.testHookAfterLoad = nil
+			sync("after the race", sm1, true, true)
+			sync("after its repair", sm1, false, false)
+		})
+	}
+}
+
+// serviceChain is the nftables service chain of demo/web in the namespace.
+func serviceChain(t *testing.T, l *netlab.Lab, ns string) string {
+	t.Helper()
+	for _, line := range strings.Split(l.In(ns, "nft", "list", "chains", "ip"), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "chain" && strings.HasPrefix(f[1], "service-") && strings.Contains(f[1], "demo/web/") {
+			return f[1]
+		}
+	}
+	t.Fatalf("no service chain of demo/web:\n%s", l.In(ns, "nft", "list", "chains", "ip"))
+	return ""
+}
