@@ -8,7 +8,8 @@
 #   scripts/bench.sh                  # 1,000 and 10,000 Services x 10 endpoints
 #   scripts/bench.sh 2000 20000       # other sizes (Services; 10 endpoints each)
 #   RUNS=5 scripts/bench.sh           # best of 5 (default 3) for the compile figures
-#   NFT_LOAD=1 scripts/bench.sh       # also time nft -f of the nftables output (slow)
+#   NFT_LOAD=1 scripts/bench.sh       # also load the nftables table (staged, slow) and
+#                                     # time nft -f of its partials
 #
 # Files go to .cache/bench (git-ignored). Needs GNU time (/usr/bin/time, Debian
 # package "time") for peak memory; without it that column is empty.
@@ -115,29 +116,47 @@ for n in "${sizes[@]}"; do
     printf '| %s | %s | %s | %.2f s | %.2f s | %s | %s | %s | %s | %s | %s | %s |\n' \
       "$n" "$format" "$(mb "$(wc -c <"$in")")" "$wall" "$cpu" "$(rsscol "$rss")" "$(mb "$(wc -c <"$out")")" "$kpartial" "$partial" "$prev" "$load" "$pload"
   done
-  # The other modes, from the YAML: the compile (ipvs needs a kernel with IPVS; a
-  # whole nft -f of 10k Services takes minutes: NFT_LOAD=1 times it too), and for
-  # nftables the --previous partial of the moved endpoint (always minimal).
+  # The other modes, from the YAML: the compile (ipvs needs a kernel with IPVS), and
+  # for nftables the --previous partial of the moved endpoint, kube-proxy's shape and
+  # --minimal. NFT_LOAD=1 (root) also loads the table into a scratch namespace with
+  # --stages (a whole nft -f of 10k Services takes minutes) and times nft -f of the
+  # minimal partial on it, then of kube-proxy's shape (after the minimal partial is
+  # undone by the reverse minimal partial).
   for mode in ipvs nftables; do
     out="$dir/out-$n.$mode"
     read -r wall cpu rss <<<"$(measure "$svcgen" compile -m "$mode" -f "$dir/gen-$n.yaml" -o "$out")"
     partial="-"
+    kpartial="-"
     prev="-"
+    load="-"
+    pload="-"
     if [ "$mode" = nftables ]; then
-      read -r _ pcpu prss <<<"$(measure "$svcgen" compile -m nftables -f "$dir/moved-$n.yaml" --previous "$out" -o "$dir/partial-$n.nft")"
+      read -r _ pcpu prss <<<"$(measure "$svcgen" compile -m nftables -f "$dir/moved-$n.yaml" --previous "$out" --minimal -o "$dir/partial-$n.nft")"
       prev="$(printf '%.2f s' "$pcpu"), $(rsscol "$prss")"
       partial="$(wc -c <"$dir/partial-$n.nft") bytes"
+      "$svcgen" compile -m nftables -f "$dir/moved-$n.yaml" --previous "$out" -o "$dir/kube-proxy-partial-$n.nft"
+      kpartial="$(wc -c <"$dir/kube-proxy-partial-$n.nft") bytes"
+      if $kernel && [ "${NFT_LOAD:-}" = 1 ] && command -v nft >/dev/null; then
+        "$svcgen" compile -m nftables -f "$dir/gen-$n.yaml" --stages -o "$dir/stages-$n.sh"
+        "$svcgen" compile -m nftables -f "$dir/moved-$n.yaml" -o "$dir/moved-$n.nft"
+        "$svcgen" compile -m nftables -f "$dir/gen-$n.yaml" --previous "$dir/moved-$n.nft" --minimal -o "$dir/undo-$n.nft"
+        cleanup
+        ip netns add "$ns"
+        t0=$(date +%s.%N)
+        ip netns exec "$ns" sh "$dir/stages-$n.sh"
+        t1=$(date +%s.%N)
+        ip netns exec "$ns" nft -f "$dir/partial-$n.nft"
+        t2=$(date +%s.%N)
+        ip netns exec "$ns" nft -f "$dir/undo-$n.nft"
+        t3=$(date +%s.%N)
+        ip netns exec "$ns" nft -f "$dir/kube-proxy-partial-$n.nft"
+        t4=$(date +%s.%N)
+        cleanup
+        load="$(printf '%.2f' "$(calc "$t1 - $t0")") s (staged)"
+        pload="$(printf '%.3f' "$(calc "$t2 - $t1")") s (kube-proxy shape: $(printf '%.3f' "$(calc "$t4 - $t3")") s)"
+      fi
     fi
-    load="-"
-    if [ "$mode" = nftables ] && $kernel && [ "${NFT_LOAD:-}" = 1 ] && command -v nft >/dev/null; then
-      cleanup
-      ip netns add "$ns"
-      t0=$(date +%s.%N)
-      ip netns exec "$ns" nft -f "$out"
-      load="$(printf '%.2f' "$(calc "$(date +%s.%N) - $t0")") s"
-      cleanup
-    fi
-    printf '| %s | yaml, -m %s | %s | %.2f s | %.2f s | %s | %s | - | %s | %s | %s | - |\n' \
-      "$n" "$mode" "$(mb "$(wc -c <"$dir/gen-$n.yaml")")" "$wall" "$cpu" "$(rsscol "$rss")" "$(mb "$(wc -c <"$out")")" "$partial" "$prev" "$load"
+    printf '| %s | yaml, -m %s | %s | %.2f s | %.2f s | %s | %s | %s | %s | %s | %s | %s |\n' \
+      "$n" "$mode" "$(mb "$(wc -c <"$dir/gen-$n.yaml")")" "$wall" "$cpu" "$(rsscol "$rss")" "$(mb "$(wc -c <"$out")")" "$kpartial" "$partial" "$prev" "$load" "$pload"
   done
 done
