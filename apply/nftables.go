@@ -65,6 +65,9 @@ func (b *NFTables) table() string { return string(b.family()) + " kube-proxy" }
 type nftState struct {
 	family knftables.Family
 	rs     *nft.Ruleset // nil: no table
+	// sm is the service map a load built the state from (nil when it was read): a
+	// plan of the same map has nothing to do.
+	sm *ir.ServiceMap
 }
 
 func (s *nftState) table() *nft.State {
@@ -219,6 +222,12 @@ func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if _, err := exec.LookPath("nft"); err != nil {
 		return nil, fmt.Errorf("%s: %w: the nft command is not installed", b.Name(), ErrNoKernelSupport)
 	}
+	if st.sm == sm && !opts.Full {
+		// The map this state was loaded from (apply --watch's interval with nothing
+		// changed): nothing to compare. The state is the kernel's as far as the
+		// applier knows (it reads the kernel when it cannot tell).
+		return &nftPlan{from: st, after: st}, nil
+	}
 	prev, stageAbove := st.rs, b.StageAbove
 	if st.table() != nil {
 		stageAbove = 0 // staging is for a node without the table: it is not atomic
@@ -231,7 +240,7 @@ func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 		return nil, err
 	}
 	want := nft.Build(sm)
-	after := &nftState{family: b.family(), rs: &nft.Ruleset{Tables: map[knftables.Family]*nft.State{want.Family: want}}}
+	after := &nftState{family: b.family(), rs: &nft.Ruleset{Tables: map[knftables.Family]*nft.State{want.Family: want}}, sm: sm}
 	return &nftPlan{from: st, after: after, txs: txs, staged: len(txs) > 1}, nil
 }
 
