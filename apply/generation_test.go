@@ -10,8 +10,8 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -44,16 +44,7 @@ func genMap(t *testing.T, mode compiler.Mode, endpoints ...string) *ir.ServiceMa
 	for _, e := range endpoints {
 		text += "- {addresses: [" + e + "], nodeName: node1}\n"
 	}
-	l := &load.Loader{}
-	l.Bytes("cluster.yaml", []byte(text))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{Mode: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.Compile(t, "cluster.yaml", text, pipeline.Settings{Mode: mode}).Map
 }
 
 // counting counts a backend's reads of the kernel: the test hook of the drift checks.
