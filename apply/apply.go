@@ -126,7 +126,8 @@ type SyncOptions struct {
 	// DryRun plans and reports the unified diff, and changes nothing.
 	DryRun bool
 	// Reread reads the kernel's state even when the applier remembers the last one,
-	// so drift (rules changed by hand) is repaired.
+	// so drift (rules changed by hand) is repaired; with a Generation, not while
+	// nf_tables' generation shows that nothing has changed (see generation.go).
 	Reread bool
 	// Hint is passed to the plan (see PlanOptions).
 	Hint *Hint
@@ -173,11 +174,12 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 	from := a.state
 	skipped := false
 	switch {
+	case from != nil && !opts.Reread && !opts.DryRun:
+		// Between intervals the state in memory is trusted, as before (a change the
+		// generation shows is read at the next interval).
 	case from != nil && !opts.DryRun && a.unchanged():
 		skipped = true // nothing has committed to nf_tables since the state was exact
-	case from == nil || opts.Reread || opts.DryRun || a.trackable():
-		// (A backend in nf_tables is read whenever the generation moved, also between
-		// intervals: another program changed something.)
+	default:
 		var err error
 		done := step(&steps.Read)
 		from, err = a.read(ctx)
