@@ -9,8 +9,8 @@ import (
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 )
 
 const ipvsCluster = `
@@ -47,16 +47,7 @@ func ipvsMap(t *testing.T, endpoints ...string) *ir.ServiceMap {
 	for _, e := range endpoints {
 		text += "- {addresses: [" + e + "], nodeName: node1}\n"
 	}
-	l := &load.Loader{}
-	l.Bytes("cluster.yaml", []byte(text))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.Compile(t, "cluster.yaml", text, pipeline.Settings{}).Map
 }
 
 func whats(p Plan) []string {

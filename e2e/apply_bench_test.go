@@ -16,6 +16,7 @@ import (
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -55,11 +56,7 @@ func bigCluster(b *testing.B) (*ir.ServiceMap, string) {
 		if err := os.WriteFile(benchMap.file, buf.Bytes(), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		res, err := pipeline.Run(pipeline.Inputs{Files: []string{benchMap.file}}, pipeline.Settings{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchMap.sm = res.Map
+		benchMap.sm = testkit.CompileFiles(b, pipeline.Settings{}, benchMap.file).Map
 	}
 	return benchMap.sm, benchMap.file
 }
@@ -227,11 +224,7 @@ func BenchmarkApplyInterval(b *testing.B) {
 	ctx := context.Background()
 	for _, mode := range []compiler.Mode{compiler.IPTables, compiler.NFTables} {
 		b.Run(string(mode), func(b *testing.B) {
-			res, err := pipeline.Run(pipeline.Inputs{Files: []string{file}}, pipeline.Settings{Mode: mode})
-			if err != nil {
-				b.Fatal(err)
-			}
-			sm := res.Map
+			sm := testkit.CompileFiles(b, pipeline.Settings{Mode: mode}, file).Map
 			l, ns := benchLab(b)
 			defer l.Cleanup()
 			backend, err := apply.ForMode(mode, sm.Family, 30*time.Second)

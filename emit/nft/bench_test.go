@@ -8,6 +8,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/benchdata"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -19,11 +20,7 @@ func generated(b *testing.B, services int, move bool) *ir.ServiceMap {
 	if move {
 		c = benchdata.MoveEndpoint(c)
 	}
-	res, err := pipeline.Compile(c, nil, false, pipeline.Settings{Mode: compiler.NFTables})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return res.Map
+	return testkit.CompileCluster(b, c, pipeline.Settings{Mode: compiler.NFTables}).Map
 }
 
 type countingWriter struct{ n int64 }

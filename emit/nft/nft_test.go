@@ -12,9 +12,9 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"sigs.k8s.io/knftables"
 )
 
@@ -52,29 +52,17 @@ func TestHashAndTruncate(t *testing.T) {
 	}
 }
 
-// compileFiles compiles manifests for nftables mode.
+// compileFiles compiles manifest files and folders for nftables mode, as the
+// command does.
 func compileFiles(t *testing.T, files ...string) *ir.ServiceMap {
 	t.Helper()
-	res, err := pipeline.Run(pipeline.Inputs{Files: files}, pipeline.Settings{Mode: compiler.NFTables})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, files...).Map
 }
 
-// compileYAML compiles manifests given as text.
+// compileYAML compiles manifests given as text for nftables mode.
 func compileYAML(t *testing.T, manifests string) *ir.ServiceMap {
 	t.Helper()
-	l := &load.Loader{}
-	l.Bytes("test.yaml", []byte(manifests))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{Mode: compiler.NFTables})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.Compile(t, "test.yaml", manifests, pipeline.Settings{Mode: compiler.NFTables}).Map
 }
 
 func write(t *testing.T, sm *ir.ServiceMap, opts Options) []byte {

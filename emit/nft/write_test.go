@@ -8,8 +8,8 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"sigs.k8s.io/knftables"
 )
 
@@ -36,13 +36,7 @@ func generatedMap(t *testing.T, o gen.Options) *ir.ServiceMap {
 	if err := gen.Write(&m, o); err != nil {
 		t.Fatal(err)
 	}
-	l := &load.Loader{}
-	l.Bytes("gen.yaml", m.Bytes())
-	res, err := pipeline.Compile(&l.Cluster, nil, false, pipeline.Settings{Mode: compiler.NFTables})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Map
+	return testkit.Compile(t, "gen.yaml", m.String(), pipeline.Settings{Mode: compiler.NFTables}).Map
 }
 
 // The streamed script is byte for byte what knftables writes for the table Build
