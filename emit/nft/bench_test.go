@@ -23,19 +23,15 @@ func generated(b *testing.B, services int, move bool) *ir.ServiceMap {
 	return testkit.CompileCluster(b, c, pipeline.Settings{Mode: compiler.NFTables}).Map
 }
 
-type countingWriter struct{ n int64 }
-
-func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
-
 func benchWrite(b *testing.B, opts Options) {
 	for _, n := range benchdata.Sizes {
 		sm := generated(b, n, false)
 		b.Run(benchdata.Name(n), func(b *testing.B) {
-			var size countingWriter
+			var size benchdata.Counter
 			if err := Write(&size, sm, opts); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(size.n)
+			b.SetBytes(size.N)
 			b.ReportAllocs()
 			defer benchdata.CPU(b)()
 			for b.Loop() {
