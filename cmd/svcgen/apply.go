@@ -86,27 +86,26 @@ iptables-legacy and ipvs keep no generation and are read on every interval.`,
 }
 
 func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	in, s, err := f.settings(stdin)
-	if err != nil {
-		return err
-	}
-	if f.watch && (in.UsesStdin() || f.dryRun) {
-		return usagef("--watch reads its inputs again and again: give files or folders, not -, and no --dry-run")
-	}
-	if f.interval <= 0 {
-		return usagef("--interval must be positive")
+	check := func(in pipeline.Inputs) error {
+		if f.watch && (in.UsesStdin() || f.dryRun) {
+			return usagef("--watch reads its inputs again and again: give files or folders, not -, and no --dry-run")
+		}
+		if f.interval <= 0 {
+			return usagef("--interval must be positive")
+		}
+		return nil
 	}
 	var res *pipeline.Result
 	var watch *pipeline.Watch
+	var err error
 	if f.watch {
-		watch, res, err = pipeline.NewWatch(in, s)
+		watch, res, err = f.watchInputs(stdin, stderr, check)
 	} else {
-		res, err = pipeline.Run(in, s)
+		res, err = f.compileInputs(stdin, stderr, check)
 	}
 	if err != nil {
 		return err
 	}
-	printProblems(stderr, res.Warnings)
 	backend, err := apply.ForMode(res.Mode, res.Map.Family, f.wait)
 	if err != nil {
 		return &pipeline.InputError{Err: err}
@@ -133,8 +132,8 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		if f.config != "" {
 			paths = append(paths, f.config)
 		}
-		if s.LockFile != "" {
-			if err := writeLock(s.LockFile, res.Lock); err != nil {
+		if f.lock != "" {
+			if err := writeLock(f.lock, res.Lock); err != nil {
 				return err
 			}
 		}
@@ -169,8 +168,8 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		return nil
 	}
-	if s.LockFile != "" {
-		if err := writeLock(s.LockFile, res.Lock); err != nil {
+	if f.lock != "" {
+		if err := writeLock(f.lock, res.Lock); err != nil {
 			return err
 		}
 	}

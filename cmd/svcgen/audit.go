@@ -54,7 +54,7 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if f.live == (f.rules != "") {
 		return usagef("audit needs one of --live and --rules FILE")
 	}
-	res, err := f.compileInputs(stdin, stderr, f.rules == "-")
+	res, err := f.compileInputs(stdin, stderr, stdinTaken(f.rules == "-"))
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -72,14 +73,8 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 	}
 	s.NodePortRange = r
 	s.Node, s.LockFile = f.node, f.lock
-	stdins := 0
-	for _, p := range append(append([]string{}, f.files...), f.config) {
-		if p == "-" {
-			stdins++
-		}
-	}
-	if stdins > 1 {
-		return in, s, usagef("stdin (-) can be read only once")
+	if err := stdinOnce(append(slices.Clone(f.files), f.config)...); err != nil {
+		return in, s, err
 	}
 	return in, s, nil
 }
@@ -159,21 +154,15 @@ from the Pods they select.`,
 }
 
 func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	in, s, err := f.settings(stdin)
+	res, err := f.compileInputs(stdin, stderr, func(in pipeline.Inputs) error {
+		if f.minimal && f.previous == "" {
+			return usagef("--minimal needs --previous")
+		}
+		return stdinTaken(f.previous == "-")(in)
+	})
 	if err != nil {
 		return err
 	}
-	if f.minimal && f.previous == "" {
-		return usagef("--minimal needs --previous")
-	}
-	if f.previous == "-" && in.UsesStdin() {
-		return usagef("stdin (-) can be read only once")
-	}
-	res, err := pipeline.Run(in, s)
-	if err != nil {
-		return err
-	}
-	printProblems(stderr, res.Warnings)
 	// Only the service map is written from here: let the clusters go, before a
 	// previous ruleset is read (at 10,000 Services they hold tens of megabytes).
 	res.Cluster, res.Resolved = nil, nil
@@ -194,7 +183,7 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 		opts.Format = iptables.NoFlush
 	}
 	if f.previous != "" {
-		prev, err := readPrevious(f.previous, stdin)
+		prev, err := parseInput(f.previous, stdin, iptables.Parse)
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
@@ -207,8 +196,8 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	if err := writeOutput(f.output, stdout, write); err != nil {
 		return err
 	}
-	if s.LockFile != "" {
-		return writeLock(s.LockFile, res.Lock)
+	if f.lock != "" {
+		return writeLock(f.lock, res.Lock)
 	}
 	return nil
 }
@@ -220,18 +209,6 @@ func emitter(res *pipeline.Result, opts iptables.Options) (func(io.Writer) error
 		return func(w io.Writer) error { return iptables.Write(w, res.Map, opts) }, nil
 	}
 	return nil, &pipeline.InputError{Err: fmt.Errorf("mode %s: not available in this version of svcgen (iptables, ipvs and nftables are)", res.Mode)}
-}
-
-func readPrevious(path string, stdin io.Reader) (*iptables.Ruleset, error) {
-	if path == "-" {
-		return iptables.Parse("<stdin>", stdin)
-	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	return iptables.Parse(path, fh)
 }
 
 // writeOutput writes to stdout, or to a file through a temporary file and a rename.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"os"
 
 	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/pipeline"
@@ -22,7 +21,7 @@ func runCompileNFT(f *compileFlags, res *pipeline.Result, stdin io.Reader, stdou
 	}
 	opts := nft.Options{Stages: f.stages, Minimal: f.minimal}
 	if f.previous != "" {
-		prev, err := readPreviousNFT(f.previous, stdin)
+		prev, err := parseInput(f.previous, stdin, nft.Parse)
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
@@ -36,17 +35,4 @@ func runCompileNFT(f *compileFlags, res *pipeline.Result, stdin io.Reader, stdou
 		return writeLock(f.lock, res.Lock)
 	}
 	return nil
-}
-
-// readPreviousNFT reads an earlier svcgen script or "nft list ruleset" output.
-func readPreviousNFT(path string, stdin io.Reader) (*nft.Ruleset, error) {
-	if path == "-" {
-		return nft.Parse("<stdin>", stdin)
-	}
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	return nft.Parse(path, fh)
 }

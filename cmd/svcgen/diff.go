@@ -62,13 +62,13 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	default:
 		return usagef("diff takes OLD NEW, --live NEW, or --live with -f manifests")
 	}
-	if len(args) == 2 && args[0] == "-" && args[1] == "-" {
-		return usagef("stdin (-) can be read only once")
+	if err := stdinOnce(args...); err != nil {
+		return err
 	}
 	var sm *ir.ServiceMap
 	mode, family := compiler.Mode(f.mode), model.IPv4
 	if withInputs {
-		res, err := f.compileInputs(stdin, stderr, false)
+		res, err := f.compileInputs(stdin, stderr, nil)
 		if err != nil {
 			return err
 		}

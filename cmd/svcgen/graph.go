@@ -45,7 +45,7 @@ func runGraph(f *graphFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.service == "" {
 		return usagef("graph needs --service NAMESPACE/NAME")
 	}
-	res, err := f.compileInputs(stdin, stderr, false)
+	res, err := f.compileInputs(stdin, stderr, nil)
 	if err != nil {
 		return err
 	}

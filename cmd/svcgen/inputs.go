@@ -7,18 +7,39 @@ import (
 	"github.com/svcgen/svcgen/internal/pipeline"
 )
 
-// compileInputs is the first step of every command that works from manifests: read
-// and compile what the input flags name, and print the warnings. stdinTaken says
-// that another argument of the command reads stdin already.
-func (f *inputFlags) compileInputs(stdin io.Reader, stderr io.Writer, stdinTaken bool) (*pipeline.Result, error) {
+// inputCheck is a command's own check of its flags against the inputs: a usage
+// error, found before anything is read.
+type inputCheck func(pipeline.Inputs) error
+
+// compileInputs is the first step of every command that works from manifests: check
+// the input flags, then the command's own (check, when not nil), read and compile
+// what the input flags name, and print the warnings.
+func (f *inputFlags) compileInputs(stdin io.Reader, stderr io.Writer, check inputCheck) (*pipeline.Result, error) {
+	return f.runInputs(stdin, stderr, check, pipeline.Run)
+}
+
+// watchInputs is compileInputs for a command that keeps watching its inputs: the
+// watch it returns compiles again what a changed file touches.
+func (f *inputFlags) watchInputs(stdin io.Reader, stderr io.Writer, check inputCheck) (*pipeline.Watch, *pipeline.Result, error) {
+	var w *pipeline.Watch
+	res, err := f.runInputs(stdin, stderr, check, func(in pipeline.Inputs, s pipeline.Settings) (res *pipeline.Result, err error) {
+		w, res, err = pipeline.NewWatch(in, s)
+		return res, err
+	})
+	return w, res, err
+}
+
+func (f *inputFlags) runInputs(stdin io.Reader, stderr io.Writer, check inputCheck, run func(pipeline.Inputs, pipeline.Settings) (*pipeline.Result, error)) (*pipeline.Result, error) {
 	in, s, err := f.settings(stdin)
 	if err != nil {
 		return nil, err
 	}
-	if stdinTaken && in.UsesStdin() {
-		return nil, usagef("stdin (-) can be read only once")
+	if check != nil {
+		if err := check(in); err != nil {
+			return nil, err
+		}
 	}
-	res, err := pipeline.Run(in, s)
+	res, err := run(in, s)
 	if err != nil {
 		return nil, err
 	}
@@ -26,13 +47,65 @@ func (f *inputFlags) compileInputs(stdin io.Reader, stderr io.Writer, stdinTaken
 	return res, nil
 }
 
+// stdinTaken is the check of a command one of whose own arguments reads stdin
+// already (taken): then no input can be "-".
+func stdinTaken(taken bool) inputCheck {
+	return func(in pipeline.Inputs) error {
+		if taken && in.UsesStdin() {
+			return errStdinTwice()
+		}
+		return nil
+	}
+}
+
+// stdinOnce checks that at most one of paths, the files a command line names, is
+// stdin ("-").
+func stdinOnce(paths ...string) error {
+	n := 0
+	for _, p := range paths {
+		if p == "-" {
+			n++
+		}
+	}
+	if n > 1 {
+		return errStdinTwice()
+	}
+	return nil
+}
+
+func errStdinTwice() error { return usagef("stdin (-) can be read only once") }
+
+// inputName is what messages call a file named on the command line: its path, or
+// "<stdin>" for "-".
+func inputName(path string) string {
+	if path == "-" {
+		return "<stdin>"
+	}
+	return path
+}
+
 // readInput reads a file named on the command line, or stdin for "-". name is what
-// messages call it: the path, or "<stdin>".
+// messages call it (inputName).
 func readInput(path string, stdin io.Reader) (name string, data []byte, err error) {
 	if path == "-" {
 		data, err = io.ReadAll(stdin)
-		return "<stdin>", data, err
+	} else {
+		data, err = os.ReadFile(path)
 	}
-	data, err = os.ReadFile(path)
-	return path, data, err
+	return inputName(path), data, err
+}
+
+// parseInput parses a file named on the command line, or stdin for "-", as it is
+// read: a large ruleset is not held twice, as bytes and parsed.
+func parseInput[T any](path string, stdin io.Reader, parse func(name string, r io.Reader) (T, error)) (T, error) {
+	if path == "-" {
+		return parse(inputName(path), stdin)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer fh.Close()
+	return parse(path, fh)
 }

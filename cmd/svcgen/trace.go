@@ -129,7 +129,7 @@ func runTrace(f *traceFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 // traceManifests compiles the manifests for the mode asked and traces through the rules
 // it writes.
 func (f *traceFlags) traceManifests(src netip.Addr, dst netip.AddrPort, proto string, stdin io.Reader, stderr io.Writer) (*trace.Result, error) {
-	res, err := f.compileInputs(stdin, stderr, false)
+	res, err := f.compileInputs(stdin, stderr, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (f *traceFlags) traceRules(src netip.Addr, dst netip.AddrPort, proto string
 		if path == "-" {
 			stdins++
 			if stdins > 1 {
-				return nil, usagef("stdin (-) can be read only once")
+				return nil, errStdinTwice()
 			}
 		}
 		name, data, err := readInput(path, stdin)

@@ -62,7 +62,7 @@ func runVerify(f *verifyFlags, stdin io.Reader, stdout, stderr io.Writer) error 
 	if f.differences {
 		return writeDifferences(stdout)
 	}
-	res, err := f.compileInputs(stdin, stderr, false)
+	res, err := f.compileInputs(stdin, stderr, nil)
 	if err != nil {
 		return err
 	}
