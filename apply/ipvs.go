@@ -16,6 +16,7 @@ import (
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
@@ -409,8 +410,10 @@ type ipvsCount struct {
 func (c ipvsCount) summary() Summary {
 	return Summary{
 		Chains: c.chains.Chains - c.chains.DeletedChains, Rules: c.chains.Rules + c.rsChanged, Deleted: c.vsDeleted,
-		Text: fmt.Sprintf("%d virtual servers added, %d updated, %d deleted, %d real server changes, %d set entries, %d addresses; iptables: %s",
-			c.vsAdded, c.vsUpdated, c.vsDeleted, c.rsChanged, c.setEntries, c.addrs, c.chains),
+		Text: fmt.Sprintf("%s added, %d updated, %d deleted, %s, %s, %s; iptables: %s",
+			textutil.Count(c.vsAdded, "virtual server", "virtual servers"), c.vsUpdated, c.vsDeleted,
+			textutil.Count(c.rsChanged, "real server change", "real server changes"),
+			textutil.Count(c.setEntries, "set entry", "set entries"), textutil.Count(c.addrs, "address", "addresses"), c.chains),
 	}
 }
 

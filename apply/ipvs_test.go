@@ -146,3 +146,13 @@ func TestIPVSCleanupOwnership(t *testing.T) {
 
 func mustPrefix(s string) netip.Prefix     { return netip.MustParsePrefix(s) }
 func mustAddrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// The summary counts in the noun's form that the number takes.
+func TestIPVSSummaryText(t *testing.T) {
+	c := ipvsCount{addrs: 1, setEntries: 2, vsAdded: 1, vsUpdated: 3, rsChanged: 1}
+	c.chains.Chains, c.chains.Blocks = 1, 1
+	want := "1 virtual server added, 3 updated, 0 deleted, 1 real server change, 2 set entries, 1 address; iptables: 1 chain written, 0 rules written, 0 rules and 0 chains deleted, in 1 block"
+	if got := c.summary().Text; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+}

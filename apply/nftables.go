@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/svcgen/svcgen/emit/nft"
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
@@ -205,8 +206,10 @@ func (p *nftPlan) Summary() Summary {
 			}
 		}
 	}
-	s.Text = fmt.Sprintf("%d chains, %d rules, %d elements added; %d flushed; %d deleted; in %d transactions",
-		counts["add chain"], counts["add rule"], counts["add element"], counts["flush chain"], s.Deleted, len(p.txs))
+	s.Text = fmt.Sprintf("%s, %s, %s added; %d flushed; %d deleted; in %s",
+		textutil.Count(counts["add chain"], "chain", "chains"), textutil.Count(counts["add rule"], "rule", "rules"),
+		textutil.Count(counts["add element"], "element", "elements"), counts["flush chain"], s.Deleted,
+		textutil.Count(len(p.txs), "transaction", "transactions"))
 	return s
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
@@ -184,7 +185,7 @@ func Summary(r *trace.Result) string {
 func (r *Report) Write(w io.Writer) error {
 	var b strings.Builder
 	for _, m := range r.Modes {
-		fmt.Fprintf(&b, "%s: %d frontends, %d probes: ", m.Mode, m.Frontends, m.Probes)
+		fmt.Fprintf(&b, "%s: %s, %s: ", m.Mode, textutil.Count(m.Frontends, "frontend", "frontends"), textutil.Count(m.Probes, "probe", "probes"))
 		if len(m.Disagreements) == 0 {
 			b.WriteString("every probe agrees with the service map")
 		} else {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -179,7 +180,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	}
 	fmt.Fprintf(stderr, "%s: %s (%v)\n", backend.Name(), msg, out.Took.Round(time.Millisecond))
 	if out.ConntrackFlushed > 0 {
-		fmt.Fprintf(stderr, "conntrack: %d stale UDP entries deleted\n", out.ConntrackFlushed)
+		fmt.Fprintf(stderr, "conntrack: %s deleted\n", textutil.Count(out.ConntrackFlushed, "stale UDP entry", "stale UDP entries"))
 	}
 	return nil
 }

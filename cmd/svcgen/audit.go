@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
@@ -86,15 +87,15 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 		ports += len(svc.Ports)
 	}
 	if len(drift) == 0 {
-		fmt.Fprintf(stderr, "audit: %d service ports, all in step\n", ports)
+		fmt.Fprintf(stderr, "audit: %s, all in step\n", textutil.Count(ports, "service port", "service ports"))
 		return nil
 	}
 	count := map[ruleview.Kind]int{}
 	for _, d := range drift {
 		count[d.Kind]++
 	}
-	return &exitError{code: exitInput, err: fmt.Errorf("audit: %d drifted (%d missing, %d extra, %d different) of %d service ports",
-		len(drift), count[ruleview.Missing], count[ruleview.Extra], count[ruleview.Different], ports)}
+	return &exitError{code: exitInput, err: fmt.Errorf("audit: %d drifted (%d missing, %d extra, %d different) of %s",
+		len(drift), count[ruleview.Missing], count[ruleview.Extra], count[ruleview.Different], textutil.Count(ports, "service port", "service ports"))}
 }
 
 func printDrift(w io.Writer, drift []ruleview.Drift) {

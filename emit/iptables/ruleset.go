@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/svcgen/svcgen/internal/textutil"
 )
 
 // Ruleset is iptables-restore or iptables-save text read back: tables with their
@@ -228,7 +230,7 @@ func (p *parser) command(line string, words []string) error {
 		}
 		c := p.table.chain(name)
 		if pos < 1 || pos > len(c.Rules)+1 {
-			return p.errorf("-I %s %d: the chain has %d rules", name, pos, len(c.Rules))
+			return p.errorf("-I %s %d: the chain has %s", name, pos, textutil.Count(len(c.Rules), "rule", "rules"))
 		}
 		c.Rules = slices.Insert(c.Rules, pos-1, Rule{Chain: name, Args: args, Line: p.line})
 	case "-D", "--delete":

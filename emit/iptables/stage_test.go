@@ -509,3 +509,21 @@ endpoints: [{addresses: [%[3]s]}]
 		}
 	}
 }
+
+// A tally says "1 chain", "1 block" and "2 rules", as English counts them.
+func TestCountString(t *testing.T) {
+	for _, tc := range []struct {
+		c    Count
+		want string
+	}{
+		{Count{Chains: 1, Rules: 1, Blocks: 1}, "1 chain written, 1 rule written, 0 rules and 0 chains deleted, in 1 block"},
+		{Count{Chains: 3, Rules: 2, DeletedRules: 1, DeletedChains: 1, Blocks: 2}, "2 chains written, 2 rules written, 1 rule and 1 chain deleted, in 2 blocks"},
+	} {
+		if got := tc.c.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
+		}
+	}
+	if c := CountLines([]byte("*nat\n:KUBE-SVC-X - [0:0]\n-A KUBE-SVC-X -j RETURN\nCOMMIT\n")); c.String() != "1 chain written, 1 rule written, 0 rules and 0 chains deleted, in 1 block" {
+		t.Errorf("one chain in one block: %q", c)
+	}
+}

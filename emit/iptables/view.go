@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
@@ -159,8 +160,10 @@ type Count struct {
 }
 
 func (c Count) String() string {
-	return fmt.Sprintf("%d chains written, %d rules written, %d rules and %d chains deleted, in %d blocks",
-		c.Chains-c.DeletedChains, c.Rules, c.DeletedRules, c.DeletedChains, c.Blocks)
+	return fmt.Sprintf("%s written, %s written, %s and %s deleted, in %s",
+		textutil.Count(c.Chains-c.DeletedChains, "chain", "chains"), textutil.Count(c.Rules, "rule", "rules"),
+		textutil.Count(c.DeletedRules, "rule", "rules"), textutil.Count(c.DeletedChains, "chain", "chains"),
+		textutil.Count(c.Blocks, "block", "blocks"))
 }
 
 // CountLines tallies a restore's lines.
