@@ -40,11 +40,17 @@ endpoints:
 
 func genMap(t *testing.T, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
-	text := genCluster
+	return compileWithEndpoints(t, genCluster, mode, endpoints...)
+}
+
+// compileWithEndpoints compiles manifests that end in genCluster's EndpointSlice, with
+// these endpoints on node1 appended to it.
+func compileWithEndpoints(t *testing.T, manifests string, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
+	t.Helper()
 	for _, e := range endpoints {
-		text += "- {addresses: [" + e + "], nodeName: node1}\n"
+		manifests += "- {addresses: [" + e + "], nodeName: node1}\n"
 	}
-	return testkit.Compile(t, "cluster.yaml", text, pipeline.Settings{Mode: mode}).Map
+	return testkit.Compile(t, "cluster.yaml", manifests, pipeline.Settings{Mode: mode}).Map
 }
 
 // counting counts a backend's reads of the kernel: the test hook of the drift checks.

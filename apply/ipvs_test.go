@@ -8,46 +8,22 @@ import (
 
 	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
-	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 )
 
+// ipvsCluster is genCluster on a node whose configuration asks for ipvs mode, with a
+// scheduler and excluded CIDRs; its endpoints are appended.
 const ipvsCluster = `
-apiVersion: v1
-kind: Node
-metadata: {name: node1}
-status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
----
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: ipvs
 hostnameOverride: node1
 ipvs: {scheduler: rr, excludeCIDRs: [198.51.100.0/24]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: demo}
-spec:
-  type: NodePort
-  clusterIP: 198.19.0.10
-  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-`
+---` + genCluster
 
 func ipvsMap(t *testing.T, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
-	text := ipvsCluster
-	for _, e := range endpoints {
-		text += "- {addresses: [" + e + "], nodeName: node1}\n"
-	}
-	return testkit.Compile(t, "cluster.yaml", text, pipeline.Settings{}).Map
+	return compileWithEndpoints(t, ipvsCluster, "", endpoints...)
 }
 
 func whats(p Plan) []string {
