@@ -196,12 +196,12 @@ func (p *ipPlan) Summary() Summary {
 // this backend loaded remembers its service map, so only the Services that differ
 // from it are looked at, and with a hint from that map only the ones it names.
 func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error) {
-	st, ok := from.(*ipState)
-	if !ok {
-		return nil, fmt.Errorf("iptables: a state of another backend")
+	st, err := stateAs[*ipState]("iptables", from)
+	if err != nil {
+		return nil, err
 	}
-	if (sm.Family == model.IPv6) != b.IPv6 {
-		return nil, fmt.Errorf("%s: the service map is for %s", b.Name(), sm.Family)
+	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
+		return nil, err
 	}
 	o := iptables.Options{
 		Format:      iptables.NoFlush,
@@ -224,9 +224,9 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 
 // Cleanup plans the restore that removes kube-proxy's chains and jumps in every table.
 func (b *IPTables) Cleanup(from State) (Plan, error) {
-	st, ok := from.(*ipState)
-	if !ok {
-		return nil, fmt.Errorf("iptables: a state of another backend")
+	st, err := stateAs[*ipState]("iptables", from)
+	if err != nil {
+		return nil, err
 	}
 	to, err := iptables.Cleaned(st.ruleset())
 	if err != nil {

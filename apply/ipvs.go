@@ -346,15 +346,15 @@ func (p *ipvsPlan) Summary() Summary { return p.summary }
 
 // Plan works out the operations that turn the state into sm's, in kube-proxy's order.
 func (b *IPVS) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error) {
-	st, ok := from.(*ipvsState)
-	if !ok {
-		return nil, fmt.Errorf("ipvs: a state of another backend")
+	st, err := stateAs[*ipvsState]("ipvs", from)
+	if err != nil {
+		return nil, err
 	}
 	if st.noIPVS != nil {
 		return nil, fmt.Errorf("%s: %w: %v", b.Name(), ErrNoKernelSupport, st.noIPVS)
 	}
-	if (sm.Family == model.IPv6) != b.IPv6 {
-		return nil, fmt.Errorf("%s: the service map is for %s", b.Name(), sm.Family)
+	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
+		return nil, err
 	}
 	want := ipvsadm.Build(sm)
 	after, err := b.stateOf(want, st.rules.ruleset())
@@ -703,9 +703,9 @@ func (b *IPVS) Load(ctx context.Context, p Plan) (State, error) {
 // companion chains go with the iptables cleaners, which run first: a set cannot be
 // destroyed while a rule uses it.
 func (b *IPVS) Cleanup(from State) (Plan, error) {
-	st, ok := from.(*ipvsState)
-	if !ok {
-		return nil, fmt.Errorf("ipvs: a state of another backend")
+	st, err := stateAs[*ipvsState]("ipvs", from)
+	if err != nil {
+		return nil, err
 	}
 	p := &ipvsPlan{from: st, after: &ipvsState{rules: st.rules}}
 	var c ipvsCount

@@ -3,7 +3,6 @@ package apply
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -215,12 +214,12 @@ func (p *nftPlan) Summary() Summary {
 
 // Plan works out the transactions.
 func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error) {
-	st, ok := from.(*nftState)
-	if !ok {
-		return nil, fmt.Errorf("nftables: a state of another backend")
+	st, err := stateAs[*nftState]("nftables", from)
+	if err != nil {
+		return nil, err
 	}
-	if (sm.Family == model.IPv6) != b.IPv6 {
-		return nil, fmt.Errorf("%s: the service map is for %s", b.Name(), sm.Family)
+	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
+		return nil, err
 	}
 	if _, err := exec.LookPath("nft"); err != nil {
 		return nil, fmt.Errorf("%s: %w: the nft command is not installed", b.Name(), ErrNoKernelSupport)
@@ -278,9 +277,9 @@ func (b *NFTables) Load(ctx context.Context, p Plan) (State, error) {
 
 // Cleanup deletes kube-proxy's table of the family, the whole of it.
 func (b *NFTables) Cleanup(from State) (Plan, error) {
-	st, ok := from.(*nftState)
-	if !ok {
-		return nil, errors.New("nftables: a state of another backend")
+	st, err := stateAs[*nftState]("nftables", from)
+	if err != nil {
+		return nil, err
 	}
 	p := &nftPlan{from: st, after: &nftState{family: b.family()}}
 	if st.table() != nil {
