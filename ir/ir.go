@@ -207,26 +207,19 @@ func (r Route) String() string {
 }
 
 // Internal is where cluster-IP traffic goes.
-func (p *Port) Internal() Route {
-	switch {
-	case !p.HasEndpoints:
-		return Reject
-	case !p.InternalPolicyLocal:
-		return ToCluster
-	case len(p.Local) == 0:
-		return Drop
-	}
-	return ToLocal
-}
+func (p *Port) Internal() Route { return p.route(p.InternalPolicyLocal) }
 
 // External is where traffic to external IPs, load-balancer IPs and node ports goes once
 // it is not short-circuited (pod and host traffic with a Local policy still reach the
 // Cluster endpoints).
-func (p *Port) External() Route {
+func (p *Port) External() Route { return p.route(p.ExternalPolicyLocal) }
+
+// route is where traffic goes under a traffic policy (local: the policy is Local).
+func (p *Port) route(local bool) Route {
 	switch {
 	case !p.HasEndpoints:
 		return Reject
-	case !p.ExternalPolicyLocal:
+	case !local:
 		return ToCluster
 	case len(p.Local) == 0:
 		return Drop

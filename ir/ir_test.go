@@ -39,3 +39,23 @@ func TestEndpointAppendTo(t *testing.T) {
 		}
 	}
 }
+
+// Each policy routes on its own: no endpoints reject, Cluster goes to the cluster's,
+// Local to the node's, and Local without a local endpoint drops.
+func TestRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		p                  Port
+		internal, external Route
+	}{
+		{Port{InternalPolicyLocal: true, ExternalPolicyLocal: true}, Reject, Reject},
+		{Port{HasEndpoints: true}, ToCluster, ToCluster},
+		{Port{HasEndpoints: true, InternalPolicyLocal: true}, Drop, ToCluster},
+		{Port{HasEndpoints: true, ExternalPolicyLocal: true}, ToCluster, Drop},
+		{Port{HasEndpoints: true, InternalPolicyLocal: true, Local: []int{0}}, ToLocal, ToCluster},
+		{Port{HasEndpoints: true, ExternalPolicyLocal: true, Local: []int{0}}, ToCluster, ToLocal},
+	} {
+		if got, got2 := tc.p.Internal(), tc.p.External(); got != tc.internal || got2 != tc.external {
+			t.Errorf("%+v: internal %s, external %s; want %s, %s", tc.p, got, got2, tc.internal, tc.external)
+		}
+	}
+}
