@@ -85,6 +85,15 @@ func dump(t *testing.T, st *State) string {
 	return upstreamtest.SortNFTablesTransaction(b.String())
 }
 
+// checkLeaves applies script on top of before (nil: nothing) and checks that it
+// leaves exactly sm's table; what names the script in the message.
+func checkLeaves(t *testing.T, what string, before, script []byte, sm *ir.ServiceMap) {
+	t.Helper()
+	if d, w := dump(t, applyScript(t, before, script)), dump(t, Build(sm)); d != w {
+		t.Errorf("%s leaves:\n%s\nwant the table it describes:\n%s", what, d, w)
+	}
+}
+
 // applyScript runs script text through knftables' Fake (which checks that every chain,
 // set and map a rule or element names exists, and that deletes find their object) on
 // top of an earlier state, and returns the table it leaves.
@@ -100,15 +109,9 @@ func applyScript(t *testing.T, before []byte, script []byte) *State {
 func TestScriptBuildsItsTable(t *testing.T) {
 	sm := compileFiles(t, "../../examples")
 	script := write(t, sm, Options{})
-	got := applyScript(t, nil, script)
-	if d, w := dump(t, got), dump(t, Build(sm)); d != w {
-		t.Errorf("the script leaves another table than it describes:\n%s\nwant:\n%s", d, w)
-	}
+	checkLeaves(t, "the script", nil, script, sm)
 	// Running it again on top of itself leaves the same table.
-	again := applyScript(t, script, script)
-	if d, w := dump(t, again), dump(t, Build(sm)); d != w {
-		t.Errorf("the script run twice leaves:\n%s\nwant:\n%s", d, w)
-	}
+	checkLeaves(t, "the script run twice", script, script, sm)
 }
 
 func TestStagesBuildTheSameTable(t *testing.T) {
@@ -120,10 +123,7 @@ func TestStagesBuildTheSameTable(t *testing.T) {
 	if n := bytes.Count(staged, []byte("nft -f - <<'SVCGEN_STAGE_")); n != 5 {
 		t.Errorf("%d stages, want 5", n)
 	}
-	got := applyScript(t, write(t, sm, Options{}), staged)
-	if d, w := dump(t, got), dump(t, Build(sm)); d != w {
-		t.Errorf("the staged script leaves:\n%s\nwant:\n%s", d, w)
-	}
+	checkLeaves(t, "the staged script", write(t, sm, Options{}), staged, sm)
 	// Each stage refers only to objects of earlier stages (knftables' Fake checks every
 	// chain, set and map a line names), and only the last one hooks the table in.
 	stages := stageBodies(t, staged)
@@ -212,10 +212,7 @@ func TestPartialSync(t *testing.T) {
 		if strings.Contains(text, "shop/cart") || strings.Contains(text, "add table") {
 			t.Errorf("partial sync rewrote what did not change:\n%s", text)
 		}
-		got := applyScript(t, before, out)
-		if d, w := dump(t, got), dump(t, Build(sm)); d != w {
-			t.Errorf("previous + partial sync:\n%s\nwant the whole new table:\n%s", d, w)
-		}
+		checkLeaves(t, "previous + partial sync", before, out, sm)
 	})
 	t.Run("a Service leaves and elements follow", func(t *testing.T) {
 		sm := compileFiles(t, editExamples(t, [2]string{"name: hello-service2\n", "name: hello-service3\n"}))
@@ -226,10 +223,7 @@ func TestPartialSync(t *testing.T) {
 				t.Errorf("partial sync lacks %q:\n%s", want, text)
 			}
 		}
-		got := applyScript(t, before, out)
-		if d, w := dump(t, got), dump(t, Build(sm)); d != w {
-			t.Errorf("previous + partial sync:\n%s\nwant the whole new table:\n%s", d, w)
-		}
+		checkLeaves(t, "previous + partial sync", before, out, sm)
 	})
 	t.Run("a fixed change rewrites the table", func(t *testing.T) {
 		sm := compileFiles(t, editExamples(t, [2]string{"198.19.0.0/16", "198.18.0.0/15"}))
