@@ -1,4 +1,4 @@
-package compiler
+package compiler_test
 
 import (
 	"fmt"
@@ -8,19 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 )
 
+// cluster loads the documents as one file, in.yaml.
 func cluster(t *testing.T, docs ...string) *model.Cluster {
 	t.Helper()
-	l := &load.Loader{}
-	l.Bytes("in.yaml", []byte(strings.Join(docs, "\n---\n")))
-	if err := l.Errors.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return &l.Cluster
+	return testkit.Load(t, "in.yaml", strings.Join(docs, "\n---\n"))
 }
 
 func svc(name, spec string) string {
@@ -29,7 +26,7 @@ func svc(name, spec string) string {
 
 func resolveErr(t *testing.T, c *model.Cluster, want string) {
 	t.Helper()
-	_, err := Resolve(c, ResolveOptions{})
+	_, err := compiler.Resolve(c, compiler.ResolveOptions{})
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error = %v; want it to contain %q", err, want)
 	}
@@ -53,14 +50,14 @@ func TestAllocationIsStableAndDistinct(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d"} {
 		docs = append(docs, svc(n, "  type: NodePort\n  ports: [{port: 80}]"))
 	}
-	r1, err := Resolve(cluster(t, docs...), ResolveOptions{})
+	r1, err := compiler.Resolve(cluster(t, docs...), compiler.ResolveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seenIP, seenPort := map[netip.Addr]bool{}, map[int32]bool{}
 	for _, s := range r1.Cluster.Services {
 		ip, port := s.ClusterIPs[0], s.Ports[0].NodePort
-		if !DefaultServiceCIDR.Contains(ip) || ip == netip.MustParseAddr("10.96.0.0") || ip == netip.MustParseAddr("10.96.0.1") || ip == netip.MustParseAddr("10.111.255.255") {
+		if !compiler.DefaultServiceCIDR.Contains(ip) || ip == netip.MustParseAddr("10.96.0.0") || ip == netip.MustParseAddr("10.96.0.1") || ip == netip.MustParseAddr("10.111.255.255") {
 			t.Errorf("%s got %s", s.Key(), ip)
 		}
 		if port < 30000 || port > 32767 || seenPort[port] || seenIP[ip] {
@@ -69,7 +66,7 @@ func TestAllocationIsStableAndDistinct(t *testing.T) {
 		seenIP[ip], seenPort[port] = true, true
 	}
 	// Adding a Service moves none of the others.
-	r2, err := Resolve(cluster(t, append(docs, svc("aa", "  type: NodePort\n  ports: [{port: 80}]"))...), ResolveOptions{})
+	r2, err := compiler.Resolve(cluster(t, append(docs, svc("aa", "  type: NodePort\n  ports: [{port: 80}]"))...), compiler.ResolveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,11 +80,11 @@ func TestAllocationIsStableAndDistinct(t *testing.T) {
 }
 
 func TestLockKeepsAllocations(t *testing.T) {
-	lock, err := ParseLock("svcgen.lock", []byte("apiVersion: svcgen/v1alpha1\nkind: Lock\nservices:\n  ns/a:\n    clusterIPs: [10.96.7.7]\n    nodePorts: {/TCP: 31234}\n"))
+	lock, err := compiler.ParseLock("svcgen.lock", []byte("apiVersion: svcgen/v1alpha1\nkind: Lock\nservices:\n  ns/a:\n    clusterIPs: [10.96.7.7]\n    nodePorts: {/TCP: 31234}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Resolve(cluster(t, svc("a", "  type: NodePort\n  ports: [{port: 80}]")), ResolveOptions{Lock: lock})
+	r, err := compiler.Resolve(cluster(t, svc("a", "  type: NodePort\n  ports: [{port: 80}]")), compiler.ResolveOptions{Lock: lock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +92,7 @@ func TestLockKeepsAllocations(t *testing.T) {
 	if s.ClusterIPs[0] != netip.MustParseAddr("10.96.7.7") || s.Ports[0].NodePort != 31234 {
 		t.Errorf("lock ignored: %v %d", s.ClusterIPs, s.Ports[0].NodePort)
 	}
-	again, err := ParseLock("new", r.Lock.Marshal())
+	again, err := compiler.ParseLock("new", r.Lock.Marshal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +100,7 @@ func TestLockKeepsAllocations(t *testing.T) {
 		t.Errorf("lock round trip: %+v", got)
 	}
 	// A locked address another Service now claims is not handed out twice.
-	r, err = Resolve(cluster(t, svc("a", "  ports: [{port: 80}]"), svc("b", "  clusterIP: 10.96.7.7\n  ports: [{port: 80}]")), ResolveOptions{Lock: lock})
+	r, err = compiler.Resolve(cluster(t, svc("a", "  ports: [{port: 80}]"), svc("b", "  clusterIP: 10.96.7.7\n  ports: [{port: 80}]")), compiler.ResolveOptions{Lock: lock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +147,11 @@ status: {addresses: [{type: InternalIP, address: 192.168.0.1}]}`
 
 func compileCluster(t *testing.T, c *model.Cluster) *ir.ServiceMap {
 	t.Helper()
-	r, err := Resolve(c, ResolveOptions{})
+	r, err := compiler.Resolve(c, compiler.ResolveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sm, err := Compile(r.Cluster, Options{Node: "node1"})
+	sm, err := compiler.Compile(r.Cluster, compiler.Options{Node: "node1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +259,7 @@ endpoints: [{addresses: [10.1.0.1], conditions: {ready: true}}]`
 // terminating. The result is sorted as "IP:port" strings, however many endpoints
 // (a port with few is searched one by one, one with many through a map).
 func TestDuplicateEndpoints(t *testing.T) {
-	for _, n := range []int{3, indexFrom - 1, indexFrom, 40} {
+	for _, n := range []int{3, compiler.IndexFrom - 1, compiler.IndexFrom, 40} {
 		var first, second strings.Builder
 		for i := range n {
 			fmt.Fprintf(&first, "- {addresses: [10.0.0.%d], conditions: {ready: false, terminating: true}}\n", i)
@@ -299,7 +296,7 @@ func TestDuplicateEndpoints(t *testing.T) {
 // Resolve leaves its input as it was; the Services it has nothing to fill in are
 // the input's own (not copies), the others copies with the allocations.
 func TestResolveLeavesInputAlone(t *testing.T) {
-	lock, err := ParseLock("svcgen.lock", []byte("apiVersion: svcgen/v1alpha1\nkind: Lock\nservices:\n  ns/locked:\n    clusterIPs: [10.96.7.7]\n"))
+	lock, err := compiler.ParseLock("svcgen.lock", []byte("apiVersion: svcgen/v1alpha1\nkind: Lock\nservices:\n  ns/locked:\n    clusterIPs: [10.96.7.7]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +308,7 @@ func TestResolveLeavesInputAlone(t *testing.T) {
 		svc("locked", "  ports: [{port: 80}]"),
 	}
 	in, want := cluster(t, docs...), cluster(t, docs...)
-	r, err := Resolve(in, ResolveOptions{Lock: lock})
+	r, err := compiler.Resolve(in, compiler.ResolveOptions{Lock: lock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +332,7 @@ func TestTwinsReported(t *testing.T) {
 	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nstatus: {podIP: 10.1.0.1}"
 	env := "apiVersion: svcgen/v1alpha1\nkind: NodeEnvironment\nmetadata: {name: n1}"
 	c := cluster(t, svc("b", "  ports: [{port: 80}]"), pod, svc("a", "  ports: [{port: 80}]"), env, pod, svc("b", "  ports: [{port: 81}]"), env, svc("b", "  ports: [{port: 82}]"))
-	_, err := Resolve(c, ResolveOptions{})
+	_, err := compiler.Resolve(c, compiler.ResolveOptions{})
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -370,11 +367,11 @@ func TestTopologyHints(t *testing.T) {
 			"- {addresses: [10.0.0.1], conditions: {ready: true}, hints: " + tc.hintsA + "}\n" +
 			"- {addresses: [10.0.0.2], conditions: {ready: true}, hints: " + tc.hintsB + "}\n"
 		c := cluster(t, node, slice, svc("web", "  clusterIP: 10.96.0.5\n  ports: [{port: 80}]"))
-		r, err := Resolve(c, ResolveOptions{})
+		r, err := compiler.Resolve(c, compiler.ResolveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sm, err := Compile(r.Cluster, Options{Node: "node1", PreferSameTrafficDistribution: true})
+		sm, err := compiler.Compile(r.Cluster, compiler.Options{Node: "node1", PreferSameTrafficDistribution: true})
 		if err != nil {
 			t.Fatal(err)
 		}
