@@ -14,24 +14,24 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 	es.ServiceName = labels[model.LabelServiceName]
 	_, es.Headless = labels[model.LabelHeadless]
 	if es.ServiceName == "" {
-		w.warnf("metadata.labels", "no %s label: the slice belongs to no Service and is passed over", model.LabelServiceName)
+		w.warnf(at("metadata.labels"), "no %s label: the slice belongs to no Service and is passed over", model.LabelServiceName)
 		return
 	}
 	es.AddressType = w.str(n, "addressType")
 	switch es.AddressType {
 	case "IPv4", "IPv6", "FQDN":
 	case "":
-		w.errorf("addressType", "missing (want IPv4, IPv6 or FQDN)")
+		w.errorf(at("addressType"), "missing (want IPv4, IPv6 or FQDN)")
 	default:
-		w.errorf("addressType", "unknown address type %q (want IPv4, IPv6 or FQDN)", es.AddressType)
+		w.errorf(at("addressType"), "unknown address type %q (want IPv4, IPv6 or FQDN)", es.AddressType)
 	}
-	w.seq(n, "", "ports", func(pn *node, path string) {
+	w.seq(n, fieldPath{}, "ports", func(pn *node, path fieldPath) {
 		es.Ports = append(es.Ports, w.endpointPort(pn, path))
 	})
 	if eps := get(n, "endpoints"); eps != nil && eps.kind == sequenceNode {
 		es.Endpoints = make([]model.Endpoint, 0, len(eps.content))
 	}
-	w.seq(n, "", "endpoints", func(en *node, path string) {
+	w.seq(n, fieldPath{}, "endpoints", func(en *node, path fieldPath) {
 		if ep, ok := w.endpoint(en, path, es.AddressType); ok {
 			es.Endpoints = append(es.Endpoints, ep)
 		}
@@ -42,7 +42,7 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 // endpointPort reads a slice or Endpoints port. An absent name is "", as the API
 // server defaults it (SetDefaults_EndpointPort): a hand-written slice with one unnamed
 // port serves the Service's unnamed port once applied, so it does here too.
-func (w *walker) endpointPort(pn *node, path string) model.EndpointPort {
+func (w *walker) endpointPort(pn *node, path fieldPath) model.EndpointPort {
 	var p model.EndpointPort
 	if pn.kind != mappingNode {
 		w.errorf(path, "expected a mapping, got %s", describe(pn))
@@ -51,7 +51,7 @@ func (w *walker) endpointPort(pn *node, path string) model.EndpointPort {
 	if has(pn, "name") {
 		p.Name = w.strAt(pn, path, "name")
 		if p.Name != "" {
-			w.name(p.Name, join(path, "name"), model.IANASvcName)
+			w.name(p.Name, path.key("name"), model.IANASvcName)
 		}
 	}
 	p.Protocol = w.protocol(pn, path, "protocol")
@@ -59,17 +59,16 @@ func (w *walker) endpointPort(pn *node, path string) model.EndpointPort {
 	return p
 }
 
-func (w *walker) endpoint(en *node, path, addressType string) (model.Endpoint, bool) {
+func (w *walker) endpoint(en *node, path fieldPath, addressType string) (model.Endpoint, bool) {
 	var ep model.Endpoint
 	if en.kind != mappingNode {
 		w.errorf(path, "expected a mapping, got %s", describe(en))
 		return ep, false
 	}
-	// Paths are joined only where a problem needs one: a cluster has many endpoints.
 	if list := get(en, "addresses"); list != nil && list.kind == sequenceNode && addressType != "FQDN" {
 		ep.Addresses = make([]netip.Addr, 0, len(list.content))
 	}
-	w.seq(en, path, "addresses", func(an *node, ap string) {
+	w.seq(en, path, "addresses", func(an *node, ap fieldPath) {
 		a, ok := w.strItem(an, ap)
 		if !ok || addressType == "FQDN" {
 			return
@@ -85,7 +84,7 @@ func (w *walker) endpoint(en *node, path, addressType string) (model.Endpoint, b
 		ep.Addresses = append(ep.Addresses, addr)
 	})
 	if cond := w.mapping(en, path, "conditions"); cond != nil {
-		cp := join(path, "conditions")
+		cp := path.key("conditions")
 		ep.Ready = w.boolPtr(cond, cp, "ready")
 		ep.Serving = w.boolPtr(cond, cp, "serving")
 		ep.Terminating = w.boolPtr(cond, cp, "terminating")
@@ -93,12 +92,12 @@ func (w *walker) endpoint(en *node, path, addressType string) (model.Endpoint, b
 	ep.NodeName = w.strAt(en, path, "nodeName")
 	ep.Zone = w.strAt(en, path, "zone")
 	if hints := w.mapping(en, path, "hints"); hints != nil {
-		hp := join(path, "hints")
+		hp := path.key("hints")
 		var h model.EndpointHints
-		w.seq(hints, hp, "forZones", func(n *node, p string) {
+		w.seq(hints, hp, "forZones", func(n *node, p fieldPath) {
 			h.Zones = append(h.Zones, w.strAt(n, p, "name"))
 		})
-		w.seq(hints, hp, "forNodes", func(n *node, p string) {
+		w.seq(hints, hp, "forNodes", func(n *node, p fieldPath) {
 			h.Nodes = append(h.Nodes, w.strAt(n, p, "name"))
 		})
 		if h.Zones != nil || h.Nodes != nil {
@@ -112,11 +111,11 @@ func (l *Loader) endpoints(w *walker, n *node) {
 	e := &model.Endpoints{}
 	e.Namespace, e.Name, _ = w.metadata(n, true, model.DNS1035Label)
 	e.Origin = w.origin
-	w.seq(n, "", "subsets", func(sn *node, path string) {
+	w.seq(n, fieldPath{}, "subsets", func(sn *node, path fieldPath) {
 		var sub model.EndpointsSubset
 		sub.Addresses = w.endpointAddresses(sn, path, "addresses")
 		sub.NotReadyAddresses = w.endpointAddresses(sn, path, "notReadyAddresses")
-		w.seq(sn, path, "ports", func(pn *node, pp string) {
+		w.seq(sn, path, "ports", func(pn *node, pp fieldPath) {
 			sub.Ports = append(sub.Ports, w.endpointPort(pn, pp))
 		})
 		e.Subsets = append(e.Subsets, sub)
@@ -124,15 +123,15 @@ func (l *Loader) endpoints(w *walker, n *node) {
 	l.Cluster.Endpoints = append(l.Cluster.Endpoints, e)
 }
 
-func (w *walker) endpointAddresses(sn *node, path, key string) []model.EndpointAddress {
+func (w *walker) endpointAddresses(sn *node, path fieldPath, key string) []model.EndpointAddress {
 	var out []model.EndpointAddress
-	w.seq(sn, path, key, func(an *node, p string) {
+	w.seq(sn, path, key, func(an *node, p fieldPath) {
 		ip := w.strAt(an, p, "ip")
 		if ip == "" {
-			w.errorf(join(p, "ip"), "missing")
+			w.errorf(p.key("ip"), "missing")
 			return
 		}
-		if a, ok := w.addr(ip, join(p, "ip")); ok {
+		if a, ok := w.addr(ip, p.key("ip")); ok {
 			out = append(out, model.EndpointAddress{IP: a, NodeName: w.strAt(an, p, "nodeName")})
 		}
 	})

@@ -411,7 +411,7 @@ func (l *Loader) object(o model.Origin, n *node) {
 	apiVersion := w.str(n, "apiVersion")
 	kind := w.str(n, "kind")
 	if kind == "" {
-		w.errorf("kind", "missing: every object needs apiVersion and kind")
+		w.errorf(at("kind"), "missing: every object needs apiVersion and kind")
 		return
 	}
 	w.origin.Kind = kind
@@ -427,7 +427,7 @@ func (l *Loader) object(o model.Origin, n *node) {
 	}
 	if !ok {
 		if known[kind] {
-			w.warnf("apiVersion", "%s %s is not a version svcgen reads; the object is passed over", apiVersion, kind)
+			w.warnf(at("apiVersion"), "%s %s is not a version svcgen reads; the object is passed over", apiVersion, kind)
 		}
 		return
 	}
@@ -466,7 +466,7 @@ func (l *Loader) list(w *walker, n *node) {
 		return
 	}
 	if items.kind != sequenceNode {
-		w.errorf("items", "expected a list, got %s", describe(items))
+		w.errorf(at("items"), "expected a list, got %s", describe(items))
 		return
 	}
 	if items.streamed {

@@ -12,18 +12,18 @@ func (l *Loader) pod(w *walker, n *node) {
 	p.Origin = w.origin
 	meta := get(n, "metadata")
 	p.Terminating = has(meta, "deletionTimestamp")
-	spec := w.mapping(n, "", "spec")
-	p.NodeName = w.strAt(spec, "spec", "nodeName")
-	p.Hostname = w.strAt(spec, "spec", "hostname")
-	w.seq(spec, "spec", "containers", func(cn *node, cp string) {
-		w.seq(cn, cp, "ports", func(pn *node, pp string) {
+	spec := w.mapping(n, fieldPath{}, "spec")
+	p.NodeName = w.strAt(spec, at("spec"), "nodeName")
+	p.Hostname = w.strAt(spec, at("spec"), "hostname")
+	w.seq(spec, at("spec"), "containers", func(cn *node, cp fieldPath) {
+		w.seq(cn, cp, "ports", func(pn *node, pp fieldPath) {
 			cport := model.ContainerPort{
 				Name:          w.strAt(pn, pp, "name"),
 				ContainerPort: w.port(pn, pp, "containerPort"),
 				Protocol:      w.protocol(pn, pp, "protocol"),
 			}
 			if cport.Name != "" {
-				w.name(cport.Name, join(pp, "name"), model.IANASvcName)
+				w.name(cport.Name, pp.key("name"), model.IANASvcName)
 			}
 			p.Ports = append(p.Ports, cport)
 		})
@@ -33,22 +33,22 @@ func (l *Loader) pod(w *walker, n *node) {
 }
 
 func (w *walker) podStatus(p *model.Pod, n *node) {
-	status := w.mapping(n, "", "status")
-	p.Phase = w.strAt(status, "status", "phase")
+	status := w.mapping(n, fieldPath{}, "status")
+	p.Phase = w.strAt(status, at("status"), "phase")
 	var ips []string
-	w.seq(status, "status", "podIPs", func(in *node, path string) {
+	w.seq(status, at("status"), "podIPs", func(in *node, path fieldPath) {
 		ips = append(ips, w.strAt(in, path, "ip"))
 	})
-	single := w.strAt(status, "status", "podIP")
+	single := w.strAt(status, at("status"), "podIP")
 	if len(ips) == 0 && single != "" {
 		ips = []string{single}
 	}
 	for i, ip := range ips {
-		if a, ok := w.addr(ip, index("status.podIPs", i)); ok {
+		if a, ok := w.addr(ip, at("status.podIPs").index(i)); ok {
 			p.PodIPs = append(p.PodIPs, a)
 		}
 	}
-	w.seq(status, "status", "conditions", func(cn *node, path string) {
+	w.seq(status, at("status"), "conditions", func(cn *node, path fieldPath) {
 		if w.strAt(cn, path, "type") == "Ready" {
 			p.Ready = w.strAt(cn, path, "status") == "True"
 		}
@@ -59,25 +59,25 @@ func (l *Loader) node(w *walker, n *node) {
 	nd := &model.Node{}
 	_, nd.Name, nd.Labels = w.metadata(n, false, model.DNS1123Subdomain)
 	nd.Origin = w.origin
-	spec := w.mapping(n, "", "spec")
-	cidrs := w.strList(spec, "spec", "podCIDRs")
+	spec := w.mapping(n, fieldPath{}, "spec")
+	cidrs := w.strList(spec, at("spec"), "podCIDRs")
 	if len(cidrs) == 0 {
-		if c := w.strAt(spec, "spec", "podCIDR"); c != "" {
+		if c := w.strAt(spec, at("spec"), "podCIDR"); c != "" {
 			cidrs = []string{c}
 		}
 	}
 	for i, c := range cidrs {
-		if p, ok := w.prefix(c, index("spec.podCIDRs", i)); ok {
+		if p, ok := w.prefix(c, at("spec.podCIDRs").index(i)); ok {
 			nd.PodCIDRs = append(nd.PodCIDRs, p.Masked())
 		}
 	}
-	status := w.mapping(n, "", "status")
-	w.seq(status, "status", "addresses", func(an *node, path string) {
+	status := w.mapping(n, fieldPath{}, "status")
+	w.seq(status, at("status"), "addresses", func(an *node, path fieldPath) {
 		t := w.strAt(an, path, "type")
 		if t != "InternalIP" && t != "ExternalIP" {
 			return // Hostname, InternalDNS, ExternalDNS carry no IP
 		}
-		if a, ok := w.addr(w.strAt(an, path, "address"), join(path, "address")); ok {
+		if a, ok := w.addr(w.strAt(an, path, "address"), path.key("address")); ok {
 			nd.Addresses = append(nd.Addresses, model.NodeAddress{Type: t, Address: a})
 		}
 	})
@@ -88,22 +88,22 @@ func (l *Loader) serviceCIDR(w *walker, n *node) {
 	sc := &model.ServiceCIDR{}
 	_, sc.Name, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	sc.Origin = w.origin
-	spec := w.mapping(n, "", "spec")
+	spec := w.mapping(n, fieldPath{}, "spec")
 	before := l.Errors.Len()
-	for i, c := range w.strList(spec, "spec", "cidrs") {
-		p, ok := w.prefix(c, index("spec.cidrs", i))
+	for i, c := range w.strList(spec, at("spec"), "cidrs") {
+		p, ok := w.prefix(c, at("spec.cidrs").index(i))
 		if !ok {
 			continue
 		}
 		if p != p.Masked() {
-			w.errorf(index("spec.cidrs", i), "%q has host bits set (did you mean %s?)", c, p.Masked())
+			w.errorf(at("spec.cidrs").index(i), "%q has host bits set (did you mean %s?)", c, p.Masked())
 			continue
 		}
 		sc.CIDRs = append(sc.CIDRs, p)
 	}
 	if len(sc.CIDRs) == 0 && l.Errors.Len() == before {
 		// "missing" only when no entry was reported wrong above.
-		w.errorf("spec.cidrs", "missing")
+		w.errorf(at("spec.cidrs"), "missing")
 	}
 	l.Cluster.ServiceCIDRs = append(l.Cluster.ServiceCIDRs, sc)
 }
@@ -114,21 +114,21 @@ func (l *Loader) config(w *walker, n *node) {
 	switch c.Mode {
 	case "", "iptables", "ipvs", "nftables":
 	default:
-		w.errorf("mode", "unknown proxy mode %q (want iptables, ipvs or nftables)", c.Mode)
+		w.errorf(at("mode"), "unknown proxy mode %q (want iptables, ipvs or nftables)", c.Mode)
 	}
 	c.HostnameOverride = w.str(n, "hostnameOverride")
 	if b := w.str(n, "bindAddress"); b != "" {
-		c.BindAddress, _ = w.addr(b, "bindAddress")
+		c.BindAddress, _ = w.addr(b, at("bindAddress"))
 	}
 	for i, s := range strings.Split(w.str(n, "clusterCIDR"), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
-		if p, ok := w.prefix(s, "clusterCIDR"); ok {
+		if p, ok := w.prefix(s, at("clusterCIDR")); ok {
 			c.ClusterCIDRs = append(c.ClusterCIDRs, p.Masked())
 		}
 		if i > 1 {
-			w.errorf("clusterCIDR", "at most two CIDRs (one per family)")
+			w.errorf(at("clusterCIDR"), "at most two CIDRs (one per family)")
 		}
 	}
 	w.detectLocal(c, n)
@@ -143,17 +143,17 @@ func (w *walker) detectLocal(c *model.Config, n *node) {
 	switch c.DetectLocalMode {
 	case "", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix":
 	default:
-		w.errorf("detectLocalMode", "unknown mode %q (want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix)", c.DetectLocalMode)
+		w.errorf(at("detectLocalMode"), "unknown mode %q (want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix)", c.DetectLocalMode)
 	}
-	dl := w.mapping(n, "", "detectLocal")
-	c.BridgeInterface = w.strAt(dl, "detectLocal", "bridgeInterface")
-	c.InterfaceNamePrefix = w.strAt(dl, "detectLocal", "interfaceNamePrefix")
-	check := func(v, path string, needed bool) {
+	dl := w.mapping(n, fieldPath{}, "detectLocal")
+	c.BridgeInterface = w.strAt(dl, at("detectLocal"), "bridgeInterface")
+	c.InterfaceNamePrefix = w.strAt(dl, at("detectLocal"), "interfaceNamePrefix")
+	check := func(v, field string, needed bool) {
 		if v == "" && !needed {
 			return
 		}
 		if err := model.CheckInterfaceName(v); err != nil {
-			w.errorf(path, "%v", err)
+			w.errorf(at(field), "%v", err)
 		}
 	}
 	check(c.BridgeInterface, "detectLocal.bridgeInterface", c.DetectLocalMode == "BridgeInterface")
@@ -161,22 +161,22 @@ func (w *walker) detectLocal(c *model.Config, n *node) {
 }
 
 func (w *walker) nodePortAddresses(c *model.Config, n *node) {
-	for i, s := range w.strList(n, "", "nodePortAddresses") {
+	for i, s := range w.strList(n, fieldPath{}, "nodePortAddresses") {
 		if s == "primary" {
 			c.NodePortPrimary = true
 			continue
 		}
-		if p, ok := w.prefix(s, index("nodePortAddresses", i)); ok {
+		if p, ok := w.prefix(s, at("nodePortAddresses").index(i)); ok {
 			c.NodePortAddresses = append(c.NodePortAddresses, p.Masked())
 		}
 	}
 	if c.NodePortPrimary && len(c.NodePortAddresses) > 0 {
-		w.errorf("nodePortAddresses", "\"primary\" cannot be combined with CIDRs")
+		w.errorf(at("nodePortAddresses"), "\"primary\" cannot be combined with CIDRs")
 	}
 }
 
 // masqueradeBit reads a masqueradeBit, which must be 0-31.
-func (w *walker) masqueradeBit(parent *node, path string) *int32 {
+func (w *walker) masqueradeBit(parent *node, path fieldPath) *int32 {
 	v, ok := w.integer(parent, path, "masqueradeBit", 0, 31)
 	if !ok {
 		return nil
@@ -186,43 +186,43 @@ func (w *walker) masqueradeBit(parent *node, path string) *int32 {
 }
 
 func (w *walker) proxyModes(c *model.Config, n *node) {
-	ipt := w.mapping(n, "", "iptables")
-	c.IPTables.MasqueradeAll, _ = w.boolean(ipt, "iptables", "masqueradeAll")
-	c.IPTables.MasqueradeBit = w.masqueradeBit(ipt, "iptables")
-	c.IPTables.LocalhostNodePorts = w.boolPtr(ipt, "iptables", "localhostNodePorts")
-	c.IPTables.SyncPeriod = w.strAt(ipt, "iptables", "syncPeriod")
-	c.IPTables.MinSyncPeriod = w.strAt(ipt, "iptables", "minSyncPeriod")
+	ipt := w.mapping(n, fieldPath{}, "iptables")
+	c.IPTables.MasqueradeAll, _ = w.boolean(ipt, at("iptables"), "masqueradeAll")
+	c.IPTables.MasqueradeBit = w.masqueradeBit(ipt, at("iptables"))
+	c.IPTables.LocalhostNodePorts = w.boolPtr(ipt, at("iptables"), "localhostNodePorts")
+	c.IPTables.SyncPeriod = w.strAt(ipt, at("iptables"), "syncPeriod")
+	c.IPTables.MinSyncPeriod = w.strAt(ipt, at("iptables"), "minSyncPeriod")
 
-	nft := w.mapping(n, "", "nftables")
-	c.NFTables.MasqueradeAll, _ = w.boolean(nft, "nftables", "masqueradeAll")
-	c.NFTables.MasqueradeBit = w.masqueradeBit(nft, "nftables")
-	c.NFTables.SyncPeriod = w.strAt(nft, "nftables", "syncPeriod")
-	c.NFTables.MinSyncPeriod = w.strAt(nft, "nftables", "minSyncPeriod")
+	nft := w.mapping(n, fieldPath{}, "nftables")
+	c.NFTables.MasqueradeAll, _ = w.boolean(nft, at("nftables"), "masqueradeAll")
+	c.NFTables.MasqueradeBit = w.masqueradeBit(nft, at("nftables"))
+	c.NFTables.SyncPeriod = w.strAt(nft, at("nftables"), "syncPeriod")
+	c.NFTables.MinSyncPeriod = w.strAt(nft, at("nftables"), "minSyncPeriod")
 
-	ipvs := w.mapping(n, "", "ipvs")
-	c.IPVS.Scheduler = w.strAt(ipvs, "ipvs", "scheduler")
-	c.IPVS.StrictARP, _ = w.boolean(ipvs, "ipvs", "strictARP")
-	for i, s := range w.strList(ipvs, "ipvs", "excludeCIDRs") {
-		if p, ok := w.prefix(s, index("ipvs.excludeCIDRs", i)); ok {
+	ipvs := w.mapping(n, fieldPath{}, "ipvs")
+	c.IPVS.Scheduler = w.strAt(ipvs, at("ipvs"), "scheduler")
+	c.IPVS.StrictARP, _ = w.boolean(ipvs, at("ipvs"), "strictARP")
+	for i, s := range w.strList(ipvs, at("ipvs"), "excludeCIDRs") {
+		if p, ok := w.prefix(s, at("ipvs.excludeCIDRs").index(i)); ok {
 			c.IPVS.ExcludeCIDRs = append(c.IPVS.ExcludeCIDRs, p.Masked())
 		}
 	}
-	c.IPVS.TCPTimeout = w.strAt(ipvs, "ipvs", "tcpTimeout")
-	c.IPVS.TCPFinTimeout = w.strAt(ipvs, "ipvs", "tcpFinTimeout")
-	c.IPVS.UDPTimeout = w.strAt(ipvs, "ipvs", "udpTimeout")
-	c.IPVS.SyncPeriod = w.strAt(ipvs, "ipvs", "syncPeriod")
-	c.IPVS.MinSyncPeriod = w.strAt(ipvs, "ipvs", "minSyncPeriod")
+	c.IPVS.TCPTimeout = w.strAt(ipvs, at("ipvs"), "tcpTimeout")
+	c.IPVS.TCPFinTimeout = w.strAt(ipvs, at("ipvs"), "tcpFinTimeout")
+	c.IPVS.UDPTimeout = w.strAt(ipvs, at("ipvs"), "udpTimeout")
+	c.IPVS.SyncPeriod = w.strAt(ipvs, at("ipvs"), "syncPeriod")
+	c.IPVS.MinSyncPeriod = w.strAt(ipvs, at("ipvs"), "minSyncPeriod")
 }
 
 func (w *walker) featureGates(n *node) map[string]bool {
-	fg := w.mapping(n, "", "featureGates")
+	fg := w.mapping(n, fieldPath{}, "featureGates")
 	if fg == nil {
 		return nil
 	}
 	out := map[string]bool{}
 	for i := 0; i+1 < len(fg.content); i += 2 {
 		key := w.text.keep(fg.content[i].value)
-		if v, ok := w.boolean(fg, "featureGates", key); ok {
+		if v, ok := w.boolean(fg, at("featureGates"), key); ok {
 			out[key] = v
 		}
 	}
@@ -238,19 +238,19 @@ func (l *Loader) environment(w *walker, n *node) {
 	case "IPv6":
 		e.IPFamily = model.IPv6
 	default:
-		w.errorf("ipFamily", "unknown IP family %q (want IPv4 or IPv6)", f)
+		w.errorf(at("ipFamily"), "unknown IP family %q (want IPv4 or IPv6)", f)
 	}
-	ipt := w.mapping(n, "", "iptables")
-	if v, ok := w.boolean(ipt, "iptables", "randomFully"); ok {
+	ipt := w.mapping(n, fieldPath{}, "iptables")
+	if v, ok := w.boolean(ipt, at("iptables"), "randomFully"); ok {
 		e.RandomFully = v
 	}
-	e.NFAcct, _ = w.boolean(ipt, "iptables", "nfacct")
-	ct := w.mapping(n, "", "conntrack")
-	e.TCPBeLiberal, _ = w.boolean(ct, "conntrack", "tcpBeLiberal")
-	w.seq(n, "", "interfaces", func(in *node, path string) {
+	e.NFAcct, _ = w.boolean(ipt, at("iptables"), "nfacct")
+	ct := w.mapping(n, fieldPath{}, "conntrack")
+	e.TCPBeLiberal, _ = w.boolean(ct, at("conntrack"), "tcpBeLiberal")
+	w.seq(n, fieldPath{}, "interfaces", func(in *node, path fieldPath) {
 		itf := model.Interface{Name: w.strAt(in, path, "name")}
 		for i, a := range w.strList(in, path, "addresses") {
-			if p, ok := w.prefix(a, index(join(path, "addresses"), i)); ok {
+			if p, ok := w.prefix(a, path.key("addresses").index(i)); ok {
 				itf.Addresses = append(itf.Addresses, p)
 			}
 		}

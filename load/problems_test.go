@@ -137,3 +137,42 @@ func toJSON(n *node) string {
 	write(n)
 	return b.String()
 }
+
+// A fieldPath writes out what joining its steps as strings gives, at any depth and
+// with empty keys too (a label may be named "").
+func TestFieldPath(t *testing.T) {
+	join := func(path, key string) string {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	index := func(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+	p, want := at(""), ""
+	for i, k := range []string{"spec", "", "containers", "#", "ports", "name", "", "x.y", "z"} {
+		p, want = p.key(k), join(want, k)
+		if i%2 == 0 {
+			p, want = p.index(i), index(want, i)
+		}
+		if i%3 == 0 {
+			p, want = p.index(7), index(want, 7)
+		}
+		if got := p.String(); got != want {
+			t.Fatalf("step %d: %q, want %q", i, got, want)
+		}
+	}
+	if got := at("").index(3).index(4).String(); got != "[3][4]" {
+		t.Errorf("indexes alone: %q", got)
+	}
+	if got := at("spec.ports").index(2).key("port").String(); got != "spec.ports[2].port" {
+		t.Errorf("%q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		p := at("spec").key("containers").index(1).key("ports").index(2)
+		sink = p.key("name").n
+	}); n != 0 {
+		t.Errorf("building a path allocates %v times", n)
+	}
+}
+
+var sink uint8

@@ -13,23 +13,23 @@ const defaultAffinityTimeout = 10800
 // metadata reads metadata.name/namespace/labels. Namespaced objects default to the
 // "default" namespace, as kubectl apply does.
 func (w *walker) metadata(n *node, namespaced bool, nameRule model.NameRule) (ns, name string, labels map[string]string) {
-	meta := w.mapping(n, "", "metadata")
+	meta := w.mapping(n, fieldPath{}, "metadata")
 	if namespaced {
-		ns = w.strAt(meta, "metadata", "namespace")
+		ns = w.strAt(meta, at("metadata"), "namespace")
 		if ns == "" {
 			ns = "default"
 			w.origin.Namespace = ns
 		} else {
-			w.name(ns, "metadata.namespace", model.DNS1123Label)
+			w.name(ns, at("metadata.namespace"), model.DNS1123Label)
 		}
 	}
-	name = w.strAt(meta, "metadata", "name")
+	name = w.strAt(meta, at("metadata"), "name")
 	if name == "" {
-		w.errorf("metadata.name", "missing")
+		w.errorf(at("metadata.name"), "missing")
 	} else {
-		w.name(name, "metadata.name", nameRule)
+		w.name(name, at("metadata.name"), nameRule)
 	}
-	labels = w.stringMap(meta, "metadata", "labels")
+	labels = w.stringMap(meta, at("metadata"), "labels")
 	return ns, name, labels
 }
 
@@ -38,10 +38,10 @@ func (l *Loader) service(w *walker, n *node) {
 	s.Namespace, s.Name, s.Labels = w.metadata(n, true, model.DNS1035Label)
 	s.Origin = w.origin
 	if !has(n, "spec") {
-		w.errorf("spec", "missing")
+		w.errorf(at("spec"), "missing")
 		return
 	}
-	spec := w.mapping(n, "", "spec")
+	spec := w.mapping(n, fieldPath{}, "spec")
 	if spec == nil {
 		return
 	}
@@ -52,54 +52,54 @@ func (l *Loader) service(w *walker, n *node) {
 	w.externalIPs(s, spec)
 	w.policies(s, spec)
 	w.affinity(s, spec)
-	s.ExternalName = w.strAt(spec, "spec", "externalName")
-	s.AllocateLoadBalancerNodePorts = w.boolPtr(spec, "spec", "allocateLoadBalancerNodePorts")
-	s.PublishNotReadyAddresses, _ = w.boolean(spec, "spec", "publishNotReadyAddresses")
-	s.TrafficDistribution = w.strAt(spec, "spec", "trafficDistribution")
+	s.ExternalName = w.strAt(spec, at("spec"), "externalName")
+	s.AllocateLoadBalancerNodePorts = w.boolPtr(spec, at("spec"), "allocateLoadBalancerNodePorts")
+	s.PublishNotReadyAddresses, _ = w.boolean(spec, at("spec"), "publishNotReadyAddresses")
+	s.TrafficDistribution = w.strAt(spec, at("spec"), "trafficDistribution")
 	w.loadBalancerStatus(s, n)
 	l.Cluster.Services = append(l.Cluster.Services, s)
 }
 
 func (w *walker) serviceType(s *model.Service, spec *node) {
-	t := model.ServiceType(w.strAt(spec, "spec", "type"))
+	t := model.ServiceType(w.strAt(spec, at("spec"), "type"))
 	switch t {
 	case "", model.TypeClusterIP, model.TypeNodePort, model.TypeLoadBalancer, model.TypeExternalName:
 		s.Type = t
 	default:
-		w.errorf("spec.type", "unknown Service type %q (want ClusterIP, NodePort, LoadBalancer or ExternalName)", string(t))
+		w.errorf(at("spec.type"), "unknown Service type %q (want ClusterIP, NodePort, LoadBalancer or ExternalName)", string(t))
 	}
 }
 
 func (w *walker) clusterIPs(s *model.Service, spec *node) {
-	single := w.strAt(spec, "spec", "clusterIP")
-	list := w.strList(spec, "spec", "clusterIPs")
+	single := w.strAt(spec, at("spec"), "clusterIP")
+	list := w.strList(spec, at("spec"), "clusterIPs")
 	if single == "None" || (single == "" && len(list) > 0 && list[0] == "None") {
 		s.Headless = true
 		return
 	}
 	if single != "" && len(list) > 0 && list[0] != single {
-		w.errorf("spec.clusterIPs[0]", "%q must equal spec.clusterIP %q", list[0], single)
+		w.errorf(at("spec.clusterIPs[0]"), "%q must equal spec.clusterIP %q", list[0], single)
 	}
 	if len(list) == 0 && single != "" {
 		list = []string{single}
 	}
 	for i, ip := range list {
-		if a, ok := w.addr(ip, index("spec.clusterIPs", i)); ok {
+		if a, ok := w.addr(ip, at("spec.clusterIPs").index(i)); ok {
 			s.ClusterIPs = append(s.ClusterIPs, a)
 		}
 	}
 	if len(s.ClusterIPs) == 2 && model.FamilyOf(s.ClusterIPs[0]) == model.FamilyOf(s.ClusterIPs[1]) {
-		w.errorf("spec.clusterIPs", "two addresses of one family; dual-stack Services have one IPv4 and one IPv6 address")
+		w.errorf(at("spec.clusterIPs"), "two addresses of one family; dual-stack Services have one IPv4 and one IPv6 address")
 	}
 	if len(s.ClusterIPs) > 2 {
-		w.errorf("spec.clusterIPs", "at most two addresses (one per family)")
+		w.errorf(at("spec.clusterIPs"), "at most two addresses (one per family)")
 	}
-	for i, f := range w.strList(spec, "spec", "ipFamilies") {
+	for i, f := range w.strList(spec, at("spec"), "ipFamilies") {
 		switch model.IPFamily(f) {
 		case model.IPv4, model.IPv6:
 			s.IPFamilies = append(s.IPFamilies, model.IPFamily(f))
 		default:
-			w.errorf(index("spec.ipFamilies", i), "unknown IP family %q (want IPv4 or IPv6)", f)
+			w.errorf(at("spec.ipFamilies").index(i), "unknown IP family %q (want IPv4 or IPv6)", f)
 		}
 	}
 }
@@ -111,23 +111,23 @@ func (w *walker) selector(s *model.Service, spec *node) {
 	}
 	if ml := get(sel, "matchLabels"); ml != nil && ml.kind == mappingNode {
 		if w.dialect != MiniK8s {
-			w.errorf("spec.selector.matchLabels", "a Service selector is a plain label map; matchLabels is the minik8s dialect (use --dialect minik8s)")
+			w.errorf(at("spec.selector.matchLabels"), "a Service selector is a plain label map; matchLabels is the minik8s dialect (use --dialect minik8s)")
 			return
 		}
-		s.Selector = w.stringMap(sel, "spec.selector", "matchLabels")
+		s.Selector = w.stringMap(sel, at("spec.selector"), "matchLabels")
 		if s.Selector == nil {
 			s.Selector = map[string]string{}
 		}
 		return
 	}
-	s.Selector = w.stringMap(spec, "spec", "selector")
+	s.Selector = w.stringMap(spec, at("spec"), "selector")
 	if s.Selector == nil {
 		s.Selector = map[string]string{}
 	}
 }
 
 func (w *walker) servicePorts(s *model.Service, spec *node) {
-	w.seq(spec, "spec", "ports", func(pn *node, path string) {
+	w.seq(spec, at("spec"), "ports", func(pn *node, path fieldPath) {
 		if pn.kind != mappingNode {
 			w.errorf(path, "expected a mapping, got %s", describe(pn))
 			return
@@ -140,7 +140,7 @@ func (w *walker) servicePorts(s *model.Service, spec *node) {
 			AppProtocol: w.strAt(pn, path, "appProtocol"),
 		}
 		if p.Name != "" {
-			w.name(p.Name, join(path, "name"), model.IANASvcName)
+			w.name(p.Name, path.key("name"), model.IANASvcName)
 		}
 		p.TargetPort = w.targetPort(pn, path)
 		if p.Port == 0 && !has(pn, "port") {
@@ -155,9 +155,9 @@ func (w *walker) servicePorts(s *model.Service, spec *node) {
 
 // defaultPort handles a port without `port`: an error for Kubernetes manifests; the
 // minik8s dialect falls back to the node port, then to a numeric targetPort.
-func (w *walker) defaultPort(p *model.ServicePort, path string) {
+func (w *walker) defaultPort(p *model.ServicePort, path fieldPath) {
 	if w.dialect != MiniK8s {
-		w.errorf(join(path, "port"), "missing")
+		w.errorf(path.key("port"), "missing")
 		return
 	}
 	switch {
@@ -166,18 +166,18 @@ func (w *walker) defaultPort(p *model.ServicePort, path string) {
 	case p.TargetPort.Int != 0:
 		p.Port = p.TargetPort.Int
 	default:
-		w.errorf(join(path, "port"), "missing, and neither nodePort nor a numeric targetPort can stand in for it")
+		w.errorf(path.key("port"), "missing, and neither nodePort nor a numeric targetPort can stand in for it")
 		return
 	}
-	w.warnf(join(path, "port"), "missing; using %d (minik8s dialect)", p.Port)
+	w.warnf(path.key("port"), "missing; using %d (minik8s dialect)", p.Port)
 }
 
-func (w *walker) targetPort(pn *node, path string) model.IntOrString {
+func (w *walker) targetPort(pn *node, path fieldPath) model.IntOrString {
 	n := get(pn, "targetPort")
 	if isNull(n) {
 		return model.IntOrString{}
 	}
-	p := join(path, "targetPort")
+	p := path.key("targetPort")
 	if n.kind == scalarNode && n.tag == tagInt {
 		return model.IntOrString{Int: w.port(pn, path, "targetPort")}
 	}
@@ -192,8 +192,8 @@ func (w *walker) targetPort(pn *node, path string) model.IntOrString {
 }
 
 func (w *walker) externalIPs(s *model.Service, spec *node) {
-	for i, ip := range w.strList(spec, "spec", "externalIPs") {
-		p := index("spec.externalIPs", i)
+	for i, ip := range w.strList(spec, at("spec"), "externalIPs") {
+		p := at("spec.externalIPs").index(i)
 		if strings.Contains(ip, "/") {
 			w.errorf(p, "%q is a CIDR; external IPs are single addresses", ip)
 			continue
@@ -202,9 +202,9 @@ func (w *walker) externalIPs(s *model.Service, spec *node) {
 			s.ExternalIPs = append(s.ExternalIPs, a)
 		}
 	}
-	for i, r := range w.strList(spec, "spec", "loadBalancerSourceRanges") {
+	for i, r := range w.strList(spec, at("spec"), "loadBalancerSourceRanges") {
 		// kube-proxy trims the ranges (" 203.0.113.0/25" is accepted).
-		if p, ok := w.prefix(strings.TrimSpace(r), index("spec.loadBalancerSourceRanges", i)); ok {
+		if p, ok := w.prefix(strings.TrimSpace(r), at("spec.loadBalancerSourceRanges").index(i)); ok {
 			s.LoadBalancerSourceRanges = append(s.LoadBalancerSourceRanges, p.Masked())
 		}
 	}
@@ -212,31 +212,31 @@ func (w *walker) externalIPs(s *model.Service, spec *node) {
 
 func (w *walker) policies(s *model.Service, spec *node) {
 	read := func(key string) model.TrafficPolicy {
-		v := model.TrafficPolicy(w.strAt(spec, "spec", key))
+		v := model.TrafficPolicy(w.strAt(spec, at("spec"), key))
 		switch v {
 		case "", model.PolicyCluster, model.PolicyLocal:
 			return v
 		}
-		w.errorf("spec."+key, "unknown traffic policy %q (want Cluster or Local)", string(v))
+		w.errorf(at("spec").key(key), "unknown traffic policy %q (want Cluster or Local)", string(v))
 		return ""
 	}
 	s.ExternalTrafficPolicy = read("externalTrafficPolicy")
 	s.InternalTrafficPolicy = read("internalTrafficPolicy")
-	v, _ := w.integer(spec, "spec", "healthCheckNodePort", 1, 65535)
+	v, _ := w.integer(spec, at("spec"), "healthCheckNodePort", 1, 65535)
 	s.HealthCheckNodePort = int32(v)
 }
 
 func (w *walker) affinity(s *model.Service, spec *node) {
-	switch a := w.strAt(spec, "spec", "sessionAffinity"); a {
+	switch a := w.strAt(spec, at("spec"), "sessionAffinity"); a {
 	case "", "None":
 	case "ClientIP":
 		s.SessionAffinityClientIP = true
 	default:
-		w.errorf("spec.sessionAffinity", "unknown session affinity %q (want None or ClientIP)", a)
+		w.errorf(at("spec.sessionAffinity"), "unknown session affinity %q (want None or ClientIP)", a)
 	}
-	cfg := w.mapping(spec, "spec", "sessionAffinityConfig")
-	ip := w.mapping(cfg, "spec.sessionAffinityConfig", "clientIP")
-	t, ok := w.integer(ip, "spec.sessionAffinityConfig.clientIP", "timeoutSeconds", 1, 86400)
+	cfg := w.mapping(spec, at("spec"), "sessionAffinityConfig")
+	ip := w.mapping(cfg, at("spec.sessionAffinityConfig"), "clientIP")
+	t, ok := w.integer(ip, at("spec.sessionAffinityConfig.clientIP"), "timeoutSeconds", 1, 86400)
 	if !ok {
 		t = defaultAffinityTimeout
 	}
@@ -246,9 +246,9 @@ func (w *walker) affinity(s *model.Service, spec *node) {
 }
 
 func (w *walker) loadBalancerStatus(s *model.Service, n *node) {
-	status := w.mapping(n, "", "status")
-	lb := w.mapping(status, "status", "loadBalancer")
-	w.seq(lb, "status.loadBalancer", "ingress", func(in *node, path string) {
+	status := w.mapping(n, fieldPath{}, "status")
+	lb := w.mapping(status, at("status"), "loadBalancer")
+	w.seq(lb, at("status.loadBalancer"), "ingress", func(in *node, path fieldPath) {
 		ing := model.LoadBalancerIngress{
 			Hostname: w.strAt(in, path, "hostname"),
 			IPMode:   w.strAt(in, path, "ipMode"),
@@ -256,10 +256,10 @@ func (w *walker) loadBalancerStatus(s *model.Service, n *node) {
 		switch ing.IPMode {
 		case "", "VIP", "Proxy":
 		default:
-			w.errorf(join(path, "ipMode"), "unknown ipMode %q (want VIP or Proxy)", ing.IPMode)
+			w.errorf(path.key("ipMode"), "unknown ipMode %q (want VIP or Proxy)", ing.IPMode)
 		}
 		if ip := w.strAt(in, path, "ip"); ip != "" {
-			ing.IP, _ = w.addr(ip, join(path, "ip"))
+			ing.IP, _ = w.addr(ip, path.key("ip"))
 		}
 		s.LoadBalancerIngress = append(s.LoadBalancerIngress, ing)
 	})

@@ -66,71 +66,64 @@ func (k *keeper) room(n int) {
 	}
 }
 
-func (w *walker) errorf(field, format string, args ...any) {
-	w.errs.Add(w.origin, field, format, args...)
+// errorf reports a problem at a field: the one place where its path is written out.
+func (w *walker) errorf(field fieldPath, format string, args ...any) {
+	w.errs.Add(w.origin, field.String(), format, args...)
 }
 
-func (w *walker) warnf(field, format string, args ...any) {
-	w.warns.Add(w.origin, field, format, args...)
+// warnf reports a warning at a field.
+func (w *walker) warnf(field fieldPath, format string, args ...any) {
+	w.warns.Add(w.origin, field.String(), format, args...)
 }
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
 // mapping returns the mapping at key (nil when absent), reporting any other shape.
-func (w *walker) mapping(parent *node, path, key string) *node {
+func (w *walker) mapping(parent *node, path fieldPath, key string) *node {
 	n := get(parent, key)
 	if isNull(n) {
 		return nil
 	}
 	if n.kind != mappingNode {
-		w.errorf(join(path, key), "expected a mapping, got %s", describe(n))
+		w.errorf(path.key(key), "expected a mapping, got %s", describe(n))
 		return nil
 	}
 	return n
 }
 
 // seq calls fn for each item of the list at key.
-func (w *walker) seq(parent *node, path, key string, fn func(item *node, itemPath string)) {
+func (w *walker) seq(parent *node, path fieldPath, key string, fn func(item *node, itemPath fieldPath)) {
 	n := get(parent, key)
 	if isNull(n) {
 		return
 	}
-	p := join(path, key)
+	p := path.key(key)
 	if n.kind != sequenceNode {
 		w.errorf(p, "expected a list, got %s", describe(n))
 		return
 	}
 	for i := range n.content {
-		fn(&n.content[i], index(p, i))
+		fn(&n.content[i], p.index(i))
 	}
 }
 
 // str reads a string field.
 func (w *walker) str(parent *node, key string) string {
-	return w.strAt(parent, "", key)
+	return w.strAt(parent, fieldPath{}, key)
 }
 
-func (w *walker) strAt(parent *node, path, key string) string {
+func (w *walker) strAt(parent *node, path fieldPath, key string) string {
 	n := get(parent, key)
 	if isNull(n) {
 		return ""
 	}
 	if n.kind != scalarNode || n.tag != tagStr {
-		w.errorf(join(path, key), "expected a string, got %s", describe(n))
+		w.errorf(path.key(key), "expected a string, got %s", describe(n))
 		return ""
 	}
 	return w.text.keep(n.value)
 }
 
 // strItem reads a list item that must be a string.
-func (w *walker) strItem(n *node, path string) (string, bool) {
+func (w *walker) strItem(n *node, path fieldPath) (string, bool) {
 	if n.kind != scalarNode || n.tag != tagStr {
 		w.errorf(path, "expected a string, got %s", describe(n))
 		return "", false
@@ -139,9 +132,9 @@ func (w *walker) strItem(n *node, path string) (string, bool) {
 }
 
 // strList reads a list of strings.
-func (w *walker) strList(parent *node, path, key string) []string {
+func (w *walker) strList(parent *node, path fieldPath, key string) []string {
 	var out []string
-	w.seq(parent, path, key, func(item *node, p string) {
+	w.seq(parent, path, key, func(item *node, p fieldPath) {
 		if s, ok := w.strItem(item, p); ok {
 			out = append(out, s)
 		}
@@ -153,13 +146,13 @@ func (w *walker) strList(parent *node, path, key string) []string {
 func has(parent *node, key string) bool { return !isNull(get(parent, key)) }
 
 // boolean reads a bool field; ok is false when absent.
-func (w *walker) boolean(parent *node, path, key string) (v, ok bool) {
+func (w *walker) boolean(parent *node, path fieldPath, key string) (v, ok bool) {
 	n := get(parent, key)
 	if isNull(n) {
 		return false, false
 	}
 	if n.kind != scalarNode || n.tag != tagBool {
-		w.errorf(join(path, key), "expected true or false, got %s", describe(n))
+		w.errorf(path.key(key), "expected true or false, got %s", describe(n))
 		return false, false
 	}
 	b, err := strconv.ParseBool(n.value)
@@ -172,7 +165,7 @@ func (w *walker) boolean(parent *node, path, key string) (v, ok bool) {
 
 // boolPtr reads an optional bool. The pointer is to one of the Loader's two values,
 // shared by every object it loads: model values are read, never written through.
-func (w *walker) boolPtr(parent *node, path, key string) *bool {
+func (w *walker) boolPtr(parent *node, path fieldPath, key string) *bool {
 	v, ok := w.boolean(parent, path, key)
 	if !ok {
 		return nil
@@ -184,12 +177,12 @@ func (w *walker) boolPtr(parent *node, path, key string) *bool {
 }
 
 // integer reads an integer field in [min, max]; ok is false when absent or wrong.
-func (w *walker) integer(parent *node, path, key string, min, max int64) (int64, bool) {
+func (w *walker) integer(parent *node, path fieldPath, key string, min, max int64) (int64, bool) {
 	n := get(parent, key)
 	if isNull(n) {
 		return 0, false
 	}
-	p := join(path, key)
+	p := path.key(key)
 	if n.kind != scalarNode || n.tag != tagInt {
 		w.errorf(p, "expected a number, got %s", describe(n))
 		return 0, false
@@ -207,13 +200,13 @@ func (w *walker) integer(parent *node, path, key string, min, max int64) (int64,
 }
 
 // port reads a port number 1-65535; 0 when absent.
-func (w *walker) port(parent *node, path, key string) int32 {
+func (w *walker) port(parent *node, path fieldPath, key string) int32 {
 	v, _ := w.integer(parent, path, key, 1, 65535)
 	return int32(v)
 }
 
 // stringMap reads labels, annotations or a selector.
-func (w *walker) stringMap(parent *node, path, key string) map[string]string {
+func (w *walker) stringMap(parent *node, path fieldPath, key string) map[string]string {
 	n := w.mapping(parent, path, key)
 	if n == nil {
 		return nil
@@ -222,7 +215,7 @@ func (w *walker) stringMap(parent *node, path, key string) map[string]string {
 	for i := 0; i+1 < len(n.content); i += 2 {
 		k, v := &n.content[i], &n.content[i+1]
 		if v.kind != scalarNode || v.tag == tagNull {
-			w.errorf(join(join(path, key), k.value), "expected a string, got %s", describe(v))
+			w.errorf(path.key(key).key(k.value), "expected a string, got %s", describe(v))
 			continue
 		}
 		m[w.text.keep(k.value)] = w.text.keep(v.value)
@@ -231,7 +224,7 @@ func (w *walker) stringMap(parent *node, path, key string) map[string]string {
 }
 
 // addr parses an IP address (sloppily, as kube-proxy does).
-func (w *walker) addr(s, path string) (netip.Addr, bool) {
+func (w *walker) addr(s string, path fieldPath) (netip.Addr, bool) {
 	a, err := model.ParseAddr(s)
 	if err != nil {
 		w.errorf(path, "%v", err)
@@ -241,7 +234,7 @@ func (w *walker) addr(s, path string) (netip.Addr, bool) {
 }
 
 // prefix parses a CIDR.
-func (w *walker) prefix(s, path string) (netip.Prefix, bool) {
+func (w *walker) prefix(s string, path fieldPath) (netip.Prefix, bool) {
 	p, err := model.ParsePrefix(s)
 	if err != nil {
 		w.errorf(path, "%v", err)
@@ -251,21 +244,21 @@ func (w *walker) prefix(s, path string) (netip.Prefix, bool) {
 }
 
 // protocol reads a protocol field; TCP when absent.
-func (w *walker) protocol(parent *node, path, key string) model.Protocol {
+func (w *walker) protocol(parent *node, path fieldPath, key string) model.Protocol {
 	s := w.strAt(parent, path, key)
 	if s == "" {
 		return model.TCP
 	}
 	p, err := model.ParseProtocol(s, w.dialect == MiniK8s)
 	if err != nil {
-		w.errorf(join(path, key), "%v", err)
+		w.errorf(path.key(key), "%v", err)
 		return model.TCP
 	}
 	return p
 }
 
 // name validates text that reaches rules; see model.CheckName.
-func (w *walker) name(s, path string, rule model.NameRule) bool {
+func (w *walker) name(s string, path fieldPath, rule model.NameRule) bool {
 	warning, err := model.CheckName(s, rule)
 	if err != nil {
 		w.errorf(path, "%v", err)
