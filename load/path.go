@@ -22,7 +22,7 @@ const maxSteps = 4
 // another index or at the start.
 type step struct {
 	key   string // a key or a run of keys joined by "."
-	index int32  // -1: none
+	item  int32  // the index + 1; 0: none
 	noKey bool
 }
 
@@ -37,34 +37,39 @@ func at(key string) fieldPath {
 
 // key is the path of field k of the value at p.
 func (p fieldPath) key(k string) fieldPath {
-	p = p.room()
-	p.steps[p.n] = step{key: k, index: -1}
+	if p.n == maxSteps {
+		p = p.flat()
+	}
+	p.steps[p.n] = step{key: k}
 	p.n++
 	return p
 }
 
 // index is the path of item i of the list at p.
 func (p fieldPath) index(i int) fieldPath {
-	if p.n > 0 && p.steps[p.n-1].index < 0 {
-		p.steps[p.n-1].index = int32(i)
+	if p.n > 0 && p.steps[p.n-1].item == 0 {
+		p.steps[p.n-1].item = int32(i) + 1
 		return p
 	}
-	p = p.room()
-	p.steps[p.n] = step{index: int32(i), noKey: true}
+	if p.n == maxSteps {
+		p = p.flat()
+	}
+	p.steps[p.n] = step{item: int32(i) + 1, noKey: true}
 	p.n++
 	return p
 }
 
-// room makes room for one more step, writing a full path out into its first.
-func (p fieldPath) room() fieldPath {
-	if int(p.n) < maxSteps {
-		return p
-	}
+// flat is a full path written out into one step, to make room for more. It is
+// never needed by the walker as written (four steps are enough), so it is kept out
+// of key and index, which are inlined.
+//
+//go:noinline
+func (p fieldPath) flat() fieldPath {
 	s := p.String()
 	if s == "" {
 		return fieldPath{}
 	}
-	return fieldPath{steps: [maxSteps]step{{key: s, index: -1}}, n: 1}
+	return fieldPath{steps: [maxSteps]step{{key: s}}, n: 1}
 }
 
 // String writes the path out: keys joined by ".", each index as "[i]".
@@ -77,9 +82,9 @@ func (p fieldPath) String() string {
 			}
 			b = append(b, s.key...)
 		}
-		if s.index >= 0 {
+		if s.item > 0 {
 			b = append(b, '[')
-			b = strconv.AppendInt(b, int64(s.index), 10)
+			b = strconv.AppendInt(b, int64(s.item)-1, 10)
 			b = append(b, ']')
 		}
 	}
