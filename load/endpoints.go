@@ -25,13 +25,13 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 	default:
 		w.errorf(at("addressType"), "unknown address type %q (want IPv4, IPv6 or FQDN)", es.AddressType)
 	}
-	w.seq(n, fieldPath{}, "ports", func(pn *node, path fieldPath) {
+	w.items(n, fieldPath{}, "ports", func(pn *node, path fieldPath) {
 		es.Ports = append(es.Ports, w.endpointPort(pn, path))
 	})
 	if eps := get(n, "endpoints"); eps != nil && eps.kind == sequenceNode {
 		es.Endpoints = make([]model.Endpoint, 0, len(eps.content))
 	}
-	w.seq(n, fieldPath{}, "endpoints", func(en *node, path fieldPath) {
+	w.items(n, fieldPath{}, "endpoints", func(en *node, path fieldPath) {
 		if ep, ok := w.endpoint(en, path, es.AddressType); ok {
 			es.Endpoints = append(es.Endpoints, ep)
 		}
@@ -44,10 +44,6 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 // port serves the Service's unnamed port once applied, so it does here too.
 func (w *walker) endpointPort(pn *node, path fieldPath) model.EndpointPort {
 	var p model.EndpointPort
-	if pn.kind != mappingNode {
-		w.errorf(path, "expected a mapping, got %s", describe(pn))
-		return p
-	}
 	if has(pn, "name") {
 		p.Name = w.strAt(pn, path, "name")
 		if p.Name != "" {
@@ -61,10 +57,6 @@ func (w *walker) endpointPort(pn *node, path fieldPath) model.EndpointPort {
 
 func (w *walker) endpoint(en *node, path fieldPath, addressType string) (model.Endpoint, bool) {
 	var ep model.Endpoint
-	if en.kind != mappingNode {
-		w.errorf(path, "expected a mapping, got %s", describe(en))
-		return ep, false
-	}
 	if list := get(en, "addresses"); list != nil && list.kind == sequenceNode && addressType != "FQDN" {
 		ep.Addresses = make([]netip.Addr, 0, len(list.content))
 	}
@@ -94,10 +86,10 @@ func (w *walker) endpoint(en *node, path fieldPath, addressType string) (model.E
 	if hints := w.mapping(en, path, "hints"); hints != nil {
 		hp := path.key("hints")
 		var h model.EndpointHints
-		w.seq(hints, hp, "forZones", func(n *node, p fieldPath) {
+		w.items(hints, hp, "forZones", func(n *node, p fieldPath) {
 			h.Zones = append(h.Zones, w.strAt(n, p, "name"))
 		})
-		w.seq(hints, hp, "forNodes", func(n *node, p fieldPath) {
+		w.items(hints, hp, "forNodes", func(n *node, p fieldPath) {
 			h.Nodes = append(h.Nodes, w.strAt(n, p, "name"))
 		})
 		if h.Zones != nil || h.Nodes != nil {
@@ -111,11 +103,11 @@ func (l *Loader) endpoints(w *walker, n *node) {
 	e := &model.Endpoints{}
 	e.Namespace, e.Name, _ = w.metadata(n, true, model.DNS1035Label)
 	e.Origin = w.origin
-	w.seq(n, fieldPath{}, "subsets", func(sn *node, path fieldPath) {
+	w.items(n, fieldPath{}, "subsets", func(sn *node, path fieldPath) {
 		var sub model.EndpointsSubset
 		sub.Addresses = w.endpointAddresses(sn, path, "addresses")
 		sub.NotReadyAddresses = w.endpointAddresses(sn, path, "notReadyAddresses")
-		w.seq(sn, path, "ports", func(pn *node, pp fieldPath) {
+		w.items(sn, path, "ports", func(pn *node, pp fieldPath) {
 			sub.Ports = append(sub.Ports, w.endpointPort(pn, pp))
 		})
 		e.Subsets = append(e.Subsets, sub)
@@ -125,13 +117,8 @@ func (l *Loader) endpoints(w *walker, n *node) {
 
 func (w *walker) endpointAddresses(sn *node, path fieldPath, key string) []model.EndpointAddress {
 	var out []model.EndpointAddress
-	w.seq(sn, path, key, func(an *node, p fieldPath) {
-		ip := w.strAt(an, p, "ip")
-		if ip == "" {
-			w.errorf(p.key("ip"), "missing")
-			return
-		}
-		if a, ok := w.addr(ip, p.key("ip")); ok {
+	w.items(sn, path, key, func(an *node, p fieldPath) {
+		if a, ok := w.addrAt(an, p, "ip"); ok {
 			out = append(out, model.EndpointAddress{IP: a, NodeName: w.strAt(an, p, "nodeName")})
 		}
 	})

@@ -15,8 +15,8 @@ func (l *Loader) pod(w *walker, n *node) {
 	spec := w.mapping(n, fieldPath{}, "spec")
 	p.NodeName = w.strAt(spec, at("spec"), "nodeName")
 	p.Hostname = w.strAt(spec, at("spec"), "hostname")
-	w.seq(spec, at("spec"), "containers", func(cn *node, cp fieldPath) {
-		w.seq(cn, cp, "ports", func(pn *node, pp fieldPath) {
+	w.items(spec, at("spec"), "containers", func(cn *node, cp fieldPath) {
+		w.items(cn, cp, "ports", func(pn *node, pp fieldPath) {
 			cport := model.ContainerPort{
 				Name:          w.strAt(pn, pp, "name"),
 				ContainerPort: w.port(pn, pp, "containerPort"),
@@ -35,20 +35,20 @@ func (l *Loader) pod(w *walker, n *node) {
 func (w *walker) podStatus(p *model.Pod, n *node) {
 	status := w.mapping(n, fieldPath{}, "status")
 	p.Phase = w.strAt(status, at("status"), "phase")
-	var ips []string
-	w.seq(status, at("status"), "podIPs", func(in *node, path fieldPath) {
-		ips = append(ips, w.strAt(in, path, "ip"))
+	listed := false
+	w.items(status, at("status"), "podIPs", func(in *node, path fieldPath) {
+		listed = true
+		if a, ok := w.addrAt(in, path, "ip"); ok {
+			p.PodIPs = append(p.PodIPs, a)
+		}
 	})
-	single := w.strAt(status, at("status"), "podIP")
-	if len(ips) == 0 && single != "" {
-		ips = []string{single}
-	}
-	for i, ip := range ips {
-		if a, ok := w.addr(ip, at("status.podIPs").index(i)); ok {
+	if has(status, "podIP") {
+		// status.podIP repeats podIPs[0]; it stands alone only where podIPs is not written.
+		if a, ok := w.addrAt(status, at("status"), "podIP"); ok && !listed {
 			p.PodIPs = append(p.PodIPs, a)
 		}
 	}
-	w.seq(status, at("status"), "conditions", func(cn *node, path fieldPath) {
+	w.items(status, at("status"), "conditions", func(cn *node, path fieldPath) {
 		if w.strAt(cn, path, "type") == "Ready" {
 			p.Ready = w.strAt(cn, path, "status") == "True"
 		}
@@ -72,12 +72,12 @@ func (l *Loader) node(w *walker, n *node) {
 		}
 	}
 	status := w.mapping(n, fieldPath{}, "status")
-	w.seq(status, at("status"), "addresses", func(an *node, path fieldPath) {
+	w.items(status, at("status"), "addresses", func(an *node, path fieldPath) {
 		t := w.strAt(an, path, "type")
 		if t != "InternalIP" && t != "ExternalIP" {
 			return // Hostname, InternalDNS, ExternalDNS carry no IP
 		}
-		if a, ok := w.addr(w.strAt(an, path, "address"), path.key("address")); ok {
+		if a, ok := w.addrAt(an, path, "address"); ok {
 			nd.Addresses = append(nd.Addresses, model.NodeAddress{Type: t, Address: a})
 		}
 	})
@@ -120,15 +120,16 @@ func (l *Loader) config(w *walker, n *node) {
 	if b := w.str(n, "bindAddress"); b != "" {
 		c.BindAddress, _ = w.addr(b, at("bindAddress"))
 	}
-	for i, s := range strings.Split(w.str(n, "clusterCIDR"), ",") {
+	cidrs := 0
+	for _, s := range strings.Split(w.str(n, "clusterCIDR"), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
+		if cidrs++; cidrs == 3 {
+			w.errorf(at("clusterCIDR"), "at most two CIDRs (one per family)")
+		}
 		if p, ok := w.prefix(s, at("clusterCIDR")); ok {
 			c.ClusterCIDRs = append(c.ClusterCIDRs, p.Masked())
-		}
-		if i > 1 {
-			w.errorf(at("clusterCIDR"), "at most two CIDRs (one per family)")
 		}
 	}
 	w.detectLocal(c, n)
@@ -247,7 +248,7 @@ func (l *Loader) environment(w *walker, n *node) {
 	e.NFAcct, _ = w.boolean(ipt, at("iptables"), "nfacct")
 	ct := w.mapping(n, fieldPath{}, "conntrack")
 	e.TCPBeLiberal, _ = w.boolean(ct, at("conntrack"), "tcpBeLiberal")
-	w.seq(n, fieldPath{}, "interfaces", func(in *node, path fieldPath) {
+	w.items(n, fieldPath{}, "interfaces", func(in *node, path fieldPath) {
 		itf := model.Interface{Name: w.strAt(in, path, "name")}
 		for i, a := range w.strList(in, path, "addresses") {
 			if p, ok := w.prefix(a, path.key("addresses").index(i)); ok {

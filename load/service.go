@@ -22,6 +22,8 @@ func (w *walker) metadata(n *node, namespaced bool, nameRule model.NameRule) (ns
 		} else {
 			w.name(ns, at("metadata.namespace"), model.DNS1123Label)
 		}
+	} else {
+		w.origin.Namespace = "" // cluster-scoped: a namespace written in metadata means nothing
 	}
 	name = w.strAt(meta, at("metadata"), "name")
 	if name == "" {
@@ -127,11 +129,7 @@ func (w *walker) selector(s *model.Service, spec *node) {
 }
 
 func (w *walker) servicePorts(s *model.Service, spec *node) {
-	w.seq(spec, at("spec"), "ports", func(pn *node, path fieldPath) {
-		if pn.kind != mappingNode {
-			w.errorf(path, "expected a mapping, got %s", describe(pn))
-			return
-		}
+	w.items(spec, at("spec"), "ports", func(pn *node, path fieldPath) {
 		p := model.ServicePort{
 			Name:        w.strAt(pn, path, "name"),
 			Protocol:    w.protocol(pn, path, "protocol"),
@@ -248,7 +246,7 @@ func (w *walker) affinity(s *model.Service, spec *node) {
 func (w *walker) loadBalancerStatus(s *model.Service, n *node) {
 	status := w.mapping(n, fieldPath{}, "status")
 	lb := w.mapping(status, at("status"), "loadBalancer")
-	w.seq(lb, at("status.loadBalancer"), "ingress", func(in *node, path fieldPath) {
+	w.items(lb, at("status.loadBalancer"), "ingress", func(in *node, path fieldPath) {
 		ing := model.LoadBalancerIngress{
 			Hostname: w.strAt(in, path, "hostname"),
 			IPMode:   w.strAt(in, path, "ipMode"),

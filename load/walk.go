@@ -105,6 +105,17 @@ func (w *walker) seq(parent *node, path fieldPath, key string, fn func(item *nod
 	}
 }
 
+// items calls fn for each item of the list at key, each of which must be a mapping.
+func (w *walker) items(parent *node, path fieldPath, key string, fn func(item *node, itemPath fieldPath)) {
+	w.seq(parent, path, key, func(item *node, p fieldPath) {
+		if item.kind != mappingNode {
+			w.errorf(p, "expected a mapping, got %s", describe(item))
+			return
+		}
+		fn(item, p)
+	})
+}
+
 // str reads a string field.
 func (w *walker) str(parent *node, key string) string {
 	return w.strAt(parent, fieldPath{}, key)
@@ -231,6 +242,21 @@ func (w *walker) addr(s string, path fieldPath) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// addrAt reads a required IP address field; a field that is absent, not a string or
+// not an address is reported once, at the field.
+func (w *walker) addrAt(parent *node, path fieldPath, key string) (netip.Addr, bool) {
+	n := get(parent, key)
+	if isNull(n) {
+		w.errorf(path.key(key), "missing")
+		return netip.Addr{}, false
+	}
+	s, ok := w.strItem(n, path.key(key))
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return w.addr(s, path.key(key))
 }
 
 // prefix parses a CIDR.
