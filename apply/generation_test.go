@@ -38,6 +38,18 @@ ports: [{name: http, port: 8080, protocol: TCP}]
 endpoints:
 `
 
+// idleService is a Service without endpoints, to go before genCluster. Adding it writes
+// only set and map elements in nftables mode (and rules in iptables mode); removing it
+// deletes them (and, in iptables mode, only flushes filter chains that end up empty).
+const idleService = `
+apiVersion: v1
+kind: Service
+metadata: {name: idle, namespace: demo}
+spec:
+  clusterIP: 198.19.0.20
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+---`
+
 func genMap(t *testing.T, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
 	return compileWithEndpoints(t, genCluster, mode, endpoints...)
@@ -79,7 +91,12 @@ func inNS(t *testing.T, ns string, fn func()) {
 }
 
 // The generation moves by one for each committed nf_tables transaction, nft's or
-// iptables-nft's (one for each block of a restore), and not for reads.
+// iptables-nft's (one for each block of a restore), and not for reads. The kernel
+// commits a transaction only when it holds a change: one that adds an element already
+// there, flushes an empty chain or declares an empty chain as it is moves nothing,
+// and the commit mark of svcgen's loads (adding and deleting one chain; see
+// nft.Transactions and iptables.Options.MarkCommits) makes any transaction move it by
+// one, even when another program made a chain of the mark's name.
 func TestGenerationCountsCommits(t *testing.T) {
 	l := netlab.New(t)
 	ns := l.NS("gen")
@@ -94,16 +111,33 @@ func TestGenerationCountsCommits(t *testing.T) {
 		})
 		return g
 	}
+	nft := []string{"nft", "-f", "-"}
+	restore := []string{"iptables-restore", "--noflush"}
+	const nftMark = "add chain ip t svcgen-commit\ndelete chain ip t svcgen-commit\n"
+	const ipMark = ":SVCGEN-COMMIT - [0:0]\n-X SVCGEN-COMMIT\n"
 	for _, tc := range []struct {
 		name  string
 		stdin string
 		args  []string
 		moves uint32
 	}{
-		{"nft -f, one transaction", "add table ip t\nadd chain ip t c\nadd rule ip t c accept\n", []string{"nft", "-f", "-"}, 1},
+		{"nft -f, one transaction", "add table ip t\nadd chain ip t c\nadd rule ip t c accept\n", nft, 1},
 		{"nft list", "", []string{"nft", "list", "ruleset"}, 0},
-		{"iptables-restore, two blocks", "*nat\n:X - [0:0]\n-A X -j RETURN\nCOMMIT\n*filter\n:Y - [0:0]\n-A Y -j RETURN\nCOMMIT\n", []string{"iptables-restore", "--noflush"}, 2},
+		{"nft: a map and an element", "add map ip t m { type ipv4_addr : verdict ; }\nadd element ip t m { 198.18.0.1 : goto c }\n", nft, 1},
+		{"nft: the element again", "add element ip t m { 198.18.0.1 : goto c }\n", nft, 0},
+		{"nft: the element again, with the commit mark", "add element ip t m { 198.18.0.1 : goto c }\n" + nftMark, nft, 1},
+		{"nft: an empty chain", "add chain ip t e\n", nft, 1},
+		{"nft: its flush", "flush chain ip t e\n", nft, 0},
+		{"nft: its flush, with the commit mark", "flush chain ip t e\n" + nftMark, nft, 1},
+		{"nft: the commit mark alone", nftMark, nft, 1},
+		{"nft: another program's chain of the mark's name", "add chain ip t svcgen-commit\n", nft, 1},
+		{"nft: the commit mark over it", nftMark, nft, 1},
+		{"iptables-restore, two blocks", "*nat\n:X - [0:0]\n-A X -j RETURN\nCOMMIT\n*filter\n:Y - [0:0]\n-A Y -j RETURN\nCOMMIT\n", restore, 2},
 		{"iptables-save", "", []string{"iptables-save"}, 0},
+		{"iptables-restore: an empty chain", "*nat\n:Z - [0:0]\nCOMMIT\n", restore, 1},
+		{"iptables-restore: the empty chain declared again", "*nat\n:Z - [0:0]\nCOMMIT\n", restore, 0},
+		{"iptables-restore: again, with the commit mark", "*nat\n:Z - [0:0]\n" + ipMark + "COMMIT\n", restore, 1},
+		{"iptables-restore: two blocks of the commit mark alone", "*nat\n" + ipMark + "COMMIT\n*filter\n" + ipMark + "COMMIT\n", restore, 2},
 	} {
 		if _, err := exec.LookPath(tc.args[0]); err != nil {
 			t.Fatalf("%s is not installed", tc.args[0])
@@ -127,7 +161,9 @@ func TestGenerationCountsCommits(t *testing.T) {
 // not read the rules; another program's change to kube-proxy's rules is read and
 // repaired at the next interval; a change elsewhere in nf_tables is read and changes
 // nothing; a change made between the end of a load and the generation read after it
-// is not missed; and a manifest change's sync uses the state in memory, as before.
+// is not missed, after any load (one that only adds elements, or only flushes, too);
+// a load that only adds elements or flushes is followed by an interval that does not
+// read; and a manifest change's sync uses the state in memory, as before.
 // On iptables-legacy every interval reads.
 func TestSkipReadWhileGenerationStands(t *testing.T) {
 	l := netlab.New(t)
@@ -144,7 +180,7 @@ func TestSkipReadWhileGenerationStands(t *testing.T) {
 			a := &Applier{Backend: c, Generation: NFTablesGeneration}
 			legacy := mode == compiler.IPTables && !strings.Contains(l.In(ns, "iptables", "-V"), "nf_tables")
 			reread := true // an interval's sync; false: a manifest change's
-			sync := func(what string, sm *ir.ServiceMap, wantRead, wantChanged bool) {
+			sync := func(what string, sm *ir.ServiceMap, wantRead, wantChanged bool) *Result {
 				t.Helper()
 				before := c.reads
 				var res *Result
@@ -163,6 +199,7 @@ func TestSkipReadWhileGenerationStands(t *testing.T) {
 				if res.Changed != wantChanged {
 					t.Errorf("%s: changed %v, want %v (%s)", what, res.Changed, wantChanged, res.Summary.Text)
 				}
+				return res
 			}
 			// drift deletes kube-proxy's rules of the Service by hand (rules an endpoint
 			// change does not rewrite).
@@ -184,6 +221,23 @@ func TestSkipReadWhileGenerationStands(t *testing.T) {
 			sync("after that", sm1, false, false)
 			sync("a new endpoint, loaded", sm2, false, true)
 			sync("after the load", sm2, false, false)
+			// A load that may add nothing the kernel lacks (in nftables mode, only the
+			// elements of a Service without endpoints; in iptables mode, removing it
+			// only flushes chains) is still known to be all that committed.
+			idle := compileWithEndpoints(t, idleService+genCluster, mode, "198.18.1.1", "198.18.1.3")
+			res := sync("a Service without endpoints added", idle, false, true)
+			if mode == compiler.NFTables && (res.Summary.Rules != 0 || res.Summary.Chains != 0 || res.Summary.Deleted != 0) {
+				t.Errorf("adding a Service without endpoints wrote more than elements: %s", res.Summary.Text)
+			}
+			sync("after adding it", idle, false, false)
+			sync("the Service without endpoints removed", sm2, false, true)
+			sync("after removing it", sm2, false, false)
+			// Another program's change raced in right after such a load is found.
+			a.testHookAfterLoad = drift
+			sync("an add-only load raced by another program", idle, false, true)
+			a.testHookAfterLoad = nil
+			sync("after that race", idle, true, true)
+			sync("after its repair, again", idle, false, false)
 			// Another program changes kube-proxy's rules right after svcgen's load,
 			// before the generation is read: the next interval must find it.
 			a.testHookAfterLoad = drift

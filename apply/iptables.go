@@ -169,7 +169,8 @@ func (p *ipPlan) owners() iptables.Owners {
 
 func (p *ipPlan) Empty() bool { return iptables.CountLines(p.payload).Blocks == 0 }
 
-// Commits: iptables-nft commits each block of the restore as one transaction.
+// Commits: iptables-nft commits each block of the restore as one transaction, which
+// the commit mark of a plan makes sure to change the ruleset (cleanup's blocks may not be).
 func (p *ipPlan) Commits() Commits {
 	n, sure := iptables.Commits(p.payload)
 	return Commits{N: n, Sure: sure}
@@ -209,6 +210,7 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 		Minimal:     !opts.Full,
 		FullSync:    opts.Full,
 		EnsureJumps: true,
+		MarkCommits: true,
 		MaxChains:   b.MaxChains,
 		PreviousMap: st.sm,
 	}

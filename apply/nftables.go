@@ -173,7 +173,8 @@ type nftPlan struct {
 
 func (p *nftPlan) Empty() bool { return len(p.txs) == 0 }
 
-// Commits: each transaction with text is one commit of nft -f.
+// Commits: each transaction with text is one commit of nft -f, sure to change the
+// ruleset by its commit mark (see nft.Transactions); cleanup's "delete table" is too.
 func (p *nftPlan) Commits() Commits {
 	c := Commits{Sure: true}
 	for _, tx := range p.txs {
@@ -191,8 +192,8 @@ func (p *nftPlan) Summary() Summary {
 	for _, tx := range p.txs {
 		for _, l := range strings.Split(string(tx), "\n") {
 			f := strings.Fields(l)
-			if len(f) < 2 {
-				continue
+			if len(f) < 2 || len(f) >= 5 && f[1] == "chain" && f[4] == nft.CommitChain {
+				continue // the commit mark (see nft.Transactions) changes nothing
 			}
 			counts[f[0]+" "+f[1]]++
 			switch {

@@ -65,6 +65,14 @@ type Options struct {
 	// chains into its chains where Previous lacks them, and deletes extra copies, in the
 	// same blocks as the chains: what kube-proxy does with EnsureRule before restoring.
 	EnsureJumps bool
+	// MarkCommits (with Previous) ends each block by declaring and deleting the chain
+	// SVCGEN-COMMIT. iptables-nft commits a block as one nf_tables transaction, and
+	// the kernel commits it (moving the ruleset generation by one) only when it holds
+	// a change: a block that only declares chains as they already are, or flushes
+	// empty ones, holds none. The deletion of a chain the block declared always is
+	// one, so each block moves the generation by exactly one (see Commits, and
+	// apply/generation.go, which relies on it).
+	MarkCommits bool
 	// MaxChains (with Previous), when more than zero, stages a restore with more chain
 	// and -X lines than this into blocks of at most this many (see stage.go).
 	MaxChains int

@@ -20,6 +20,13 @@ const (
 	chainMarkMasq         = "KUBE-MARK-MASQ"
 )
 
+// chainCommitMark is the chain that each block of a restore written with
+// Options.MarkCommits declares and deletes again before its COMMIT, so that
+// iptables-nft commits the block whatever the kernel already holds. Neither kube-proxy
+// nor anything else svcgen writes has a chain of this name, and it never outlives the
+// block.
+const chainCommitMark = "SVCGEN-COMMIT"
+
 // Prefixes of the per-service-port chains.
 const (
 	prefixSVC = "KUBE-SVC-" // Cluster traffic policy: all usable endpoints

@@ -158,7 +158,7 @@ func (e *emitter) fixedChains(p *partial, opts Options) {
 // chains than opts.MaxChains.
 func (p *partial) write(out io.Writer, opts Options) error {
 	bw := bufio.NewWriterSize(out, flushSize)
-	b := &lineBuf{out: bw}
+	b := &lineBuf{out: bw, markCommits: opts.MarkCommits}
 	if opts.MaxChains > 0 && p.natDecls.lines+p.svcDecls.lines+2*len(p.stale) > opts.MaxChains {
 		// Staged: service chains first, then the switch-over, then deletions.
 		st := &stager{max: opts.MaxChains, b: b}
@@ -370,7 +370,7 @@ func writeTable(b *lineBuf, name string, keep func(string) bool, skipEmpty bool,
 	}
 	b.line("*" + name)
 	b.append(&body)
-	b.line("COMMIT")
+	b.commit()
 }
 
 func forEachLine(buf []byte, fn func([]byte)) {

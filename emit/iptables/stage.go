@@ -61,7 +61,7 @@ func (s *stager) flush() {
 	s.b.line("*" + s.table)
 	s.b.buf = append(s.b.buf, s.decls.buf...)
 	s.b.buf = append(s.b.buf, s.rules.buf...)
-	s.b.line("COMMIT")
+	s.b.commit()
 	s.b.flush()
 	s.decls.reset()
 	s.rules.reset()

@@ -527,3 +527,69 @@ func TestCountString(t *testing.T) {
 		t.Errorf("one chain in one block: %q", c)
 	}
 }
+
+// With MarkCommits every block, staged or not, ends with the commit mark: the restore is
+// otherwise the same, leaves the same rules, tallies the same, and every block is sure
+// to change the ruleset, even one that only flushes a chain.
+func TestMarkCommits(t *testing.T) {
+	a := genMap(t, 300, 5, 1)
+	b := without(a, 7, 5)
+	empty := mustParse(t, otherTool)
+	loaded := empty.Clone()
+	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Format: NoFlush, Previous: empty, EnsureJumps: true}))); err != nil {
+		t.Fatal(err)
+	}
+	const mark = ":SVCGEN-COMMIT - [0:0]\n-X SVCGEN-COMMIT\nCOMMIT\n"
+	for _, tc := range []struct {
+		name      string
+		prev      *Ruleset
+		next      *ir.ServiceMap
+		maxChains int
+	}{
+		{"cold, staged", empty, a, 100},
+		{"cold, one block per table", empty, a, 0},
+		{"a to b", loaded, b, 0},
+		{"a to b, staged", loaded, b, 100},
+	} {
+		opts := Options{Format: NoFlush, Previous: tc.prev, Minimal: true, EnsureJumps: true, MaxChains: tc.maxChains}
+		plain := write(t, tc.next, opts)
+		opts.MarkCommits = true
+		marked := write(t, tc.next, opts)
+		if got := strings.ReplaceAll(string(marked), mark, "COMMIT\n"); got != string(plain) {
+			t.Errorf("%s: without its marks, the restore is not the one written without them:\n%s", tc.name, marked)
+		}
+		if n, m := strings.Count(string(marked), mark), len(Blocks(marked)); n != m || n == 0 {
+			t.Errorf("%s: %d marks in %d blocks", tc.name, n, m)
+		}
+		if n, sure := Commits(marked); n != len(Blocks(plain)) || !sure {
+			t.Errorf("%s: Commits = %d, %v; want %d, true", tc.name, n, sure, len(Blocks(plain)))
+		}
+		if CountLines(marked) != CountLines(plain) {
+			t.Errorf("%s: tallied %v, without the marks %v", tc.name, CountLines(marked), CountLines(plain))
+		}
+		want, got := tc.prev.Clone(), tc.prev.Clone()
+		if err := want.Restore("plain", bytes.NewReader(plain)); err != nil {
+			t.Fatal(err)
+		}
+		if err := got.Restore("marked", bytes.NewReader(marked)); err != nil {
+			t.Fatal(err)
+		}
+		sameView(t, tc.name, got, want, Everything)
+	}
+	// A block that only flushes a chain (the filter rules of a Service without
+	// endpoints, removed) is not sure without the mark.
+	noEndpoints := compileYAML(t, genYAML(t, gen.Options{Services: 2, Endpoints: 0, Seed: 1}))
+	withRules := empty.Clone()
+	if err := withRules.Restore("no endpoints", bytes.NewReader(write(t, noEndpoints, Options{Format: NoFlush, Previous: empty, EnsureJumps: true}))); err != nil {
+		t.Fatal(err)
+	}
+	none := without(noEndpoints, 1, 2)
+	opts := Options{Format: NoFlush, Previous: withRules, Minimal: true, EnsureJumps: true}
+	if _, sure := Commits(write(t, none, opts)); sure {
+		t.Errorf("removing Services without endpoints is sure without the mark:\n%s", write(t, none, opts))
+	}
+	opts.MarkCommits = true
+	if _, sure := Commits(write(t, none, opts)); !sure {
+		t.Errorf("removing Services without endpoints is not sure with the mark:\n%s", write(t, none, opts))
+	}
+}

@@ -166,12 +166,13 @@ func (c Count) String() string {
 		textutil.Count(c.Blocks, "block", "blocks"))
 }
 
-// CountLines tallies a restore's lines.
+// CountLines tallies a restore's lines, leaving out the commit marks (which change
+// nothing).
 func CountLines(payload []byte) Count {
 	var c Count
 	forEachLine(payload, func(l []byte) {
 		switch {
-		case len(l) == 0:
+		case len(l) == 0, isCommitMark(l):
 		case l[0] == ':':
 			c.Chains++
 		case bytes.HasPrefix(l, []byte("-A ")), bytes.HasPrefix(l, []byte("-I ")):
@@ -189,8 +190,9 @@ func CountLines(payload []byte) Count {
 
 // Commits counts the COMMIT blocks of a restore (iptables-nft commits each as one
 // nf_tables transaction), and reports whether every block is sure to change the
-// ruleset: it appends, inserts or deletes a rule or deletes a chain (a block that only
-// declares chains may find them as it wants them and commit nothing).
+// ruleset: it appends, inserts or deletes a rule or deletes a chain, as the commit mark
+// does (Options.MarkCommits); a block that only declares chains may find them as it
+// wants them and commit nothing.
 func Commits(payload []byte) (n int, sure bool) {
 	sure = true
 	changes := false

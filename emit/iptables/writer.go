@@ -15,6 +15,8 @@ type lineBuf struct {
 	lines int
 	out   io.Writer
 	err   error
+	// markCommits: commit ends each block with the commit mark (Options.MarkCommits).
+	markCommits bool
 }
 
 const flushSize = 64 << 10
@@ -32,6 +34,21 @@ func (b *lineBuf) line(words ...string) {
 		b.buf = append(b.buf, w...)
 	}
 	b.end()
+}
+
+// commit ends a block: "COMMIT", after the commit mark's two lines (a declaration and
+// a -X of chainCommitMark, which count as no chain lines) with markCommits.
+func (b *lineBuf) commit() {
+	if b.markCommits {
+		b.line(":" + chainCommitMark + " - [0:0]")
+		b.line("-X", chainCommitMark)
+	}
+	b.line("COMMIT")
+}
+
+// isCommitMark reports a line of the commit mark.
+func isCommitMark(l []byte) bool {
+	return string(l) == ":"+chainCommitMark+" - [0:0]" || string(l) == "-X "+chainCommitMark
 }
 
 // start begins a rule line: "-A chain".

@@ -40,6 +40,12 @@ const (
 	masqueradingChain     = "masquerading"
 )
 
+// CommitChain is the chain that each of apply's transactions adds and deletes again at
+// its end (see Transactions), so that nf_tables commits the transaction whatever the
+// kernel already holds. kube-proxy has no chain of this name, and it never outlives the
+// transaction that adds it.
+const CommitChain = "svcgen-commit"
+
 // Prefixes of per-service objects. A per-service chain is recognised by the "/" in its
 // name (no fixed chain has one), an affinity set by its prefix.
 const (

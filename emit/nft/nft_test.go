@@ -2,6 +2,7 @@ package nft
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -536,31 +537,59 @@ ports: [{name: p80, port: 80, protocol: TCP}]
 }
 
 // Transactions (apply's) are what compile writes: the whole script, the stages of the
-// staged one, or the partial sync.
+// staged one, or the partial sync; each ends with the commit mark, which makes it sure
+// to change the ruleset, and a partial sync with nothing to do is no transaction.
 func TestTransactions(t *testing.T) {
+	const mark = "add chain ip kube-proxy svcgen-commit\ndelete chain ip kube-proxy svcgen-commit\n"
+	marked := func(body []byte) []byte { return append(slices.Clip(body), mark...) }
+	check := func(what string, txs [][]byte, err error, want ...[]byte) {
+		t.Helper()
+		if err != nil || len(txs) != len(want) {
+			t.Fatalf("%s: %d transactions, %v; want %d", what, len(txs), err, len(want))
+		}
+		for i := range txs {
+			if !bytes.Equal(txs[i], marked(want[i])) {
+				t.Errorf("%s, transaction %d:\n%s\nwant:\n%s%s", what, i+1, txs[i], want[i], mark)
+			}
+			if !SureChange(txs[i]) {
+				t.Errorf("%s, transaction %d: not sure to change the ruleset", what, i+1)
+			}
+		}
+	}
 	sm := compileFiles(t, "../../examples")
 	whole := write(t, sm, Options{})
 	txs, err := Transactions(sm, nil, 0, true)
-	if err != nil || len(txs) != 1 || !bytes.Equal(txs[0], whole) {
-		t.Errorf("whole: %d transactions, %v; want the script", len(txs), err)
-	}
-	staged := stageBodies(t, write(t, sm, Options{Stages: true}))
-	if txs, err = Transactions(sm, nil, 10, true); err != nil || len(txs) != len(staged) {
-		t.Fatalf("staged: %d transactions, %v; want %d", len(txs), err, len(staged))
-	}
-	for i := range txs {
-		if !bytes.Equal(txs[i], staged[i]) {
-			t.Errorf("stage %d:\n%s\nwant:\n%s", i+1, txs[i], staged[i])
-		}
-	}
+	check("whole", txs, err, whole)
+	txs, err = Transactions(sm, nil, 10, true)
+	check("staged", txs, err, stageBodies(t, write(t, sm, Options{Stages: true}))...)
 	prev, err := ParseBytes("before", whole)
 	if err != nil {
 		t.Fatal(err)
 	}
 	moved := compileFiles(t, editExamples(t, [2]string{"198.18.2.12", "198.18.2.13"}))
 	for _, minimal := range []bool{false, true} {
-		if txs, err = Transactions(moved, prev, 10, minimal); err != nil || len(txs) != 1 || !bytes.Equal(txs[0], write(t, moved, Options{Previous: prev, Minimal: minimal})) {
-			t.Errorf("partial (minimal %v): %d transactions, %v; want the partial sync", minimal, len(txs), err)
+		txs, err = Transactions(moved, prev, 10, minimal)
+		check(fmt.Sprintf("partial (minimal %v)", minimal), txs, err, write(t, moved, Options{Previous: prev, Minimal: minimal}))
+	}
+	if txs, err = Transactions(sm, prev, 10, true); err != nil || len(txs) != 0 {
+		t.Errorf("nothing changed: %d transactions (%q), %v; want none", len(txs), txs, err)
+	}
+}
+
+// SureChange: a transaction that adds a rule or deletes something; one that only adds
+// chains, sets or elements, or flushes, may commit nothing.
+func TestSureChange(t *testing.T) {
+	for tx, want := range map[string]bool{
+		"add rule ip kube-proxy services accept\n":                       true,
+		"flush chain ip kube-proxy c\nadd rule ip kube-proxy c accept\n": true,
+		"delete element ip kube-proxy cluster-ips { 198.19.0.1 }\n":      true,
+		"add chain ip kube-proxy c\n":                                    false,
+		"add element ip kube-proxy cluster-ips { 198.19.0.1 }\n":         false,
+		"flush chain ip kube-proxy c\n":                                  false,
+		"add element ip kube-proxy cluster-ips { 198.19.0.1 }\n" + "add chain ip kube-proxy svcgen-commit\ndelete chain ip kube-proxy svcgen-commit\n": true,
+	} {
+		if got := SureChange([]byte(tx)); got != want {
+			t.Errorf("SureChange(%q) = %v, want %v", tx, got, want)
 		}
 	}
 }
