@@ -16,6 +16,25 @@ import (
 // generation at which the state it holds is exactly the kernel's, and skips the read
 // while the generation has not moved.
 //
+// What the kernel does (net/netfilter/nf_tables_api.c, and measured in
+// TestGenerationCountsCommits): each message of a batch that changes something puts
+// an entry on the transaction's commit list; nf_tables_commit returns at once, without
+// moving the generation, when that list is empty, and otherwise moves base_seq (the
+// generation id) by one, skipping 0 when it wraps. An "add element" of an element
+// already there, a "flush" of an empty chain or set, and an iptables-nft restore block
+// that declares an empty chain as it is make no entry, so a transaction of only such
+// lines may commit nothing. A new rule, and a delete of anything, always make one.
+//
+// So every transaction svcgen loads carries a commit mark: it adds a chain of its own
+// and deletes it again (nft.Transactions' svcgen-commit, iptables.Options.MarkCommits'
+// SVCGEN-COMMIT, declared and deleted in each block). The delete is always an entry
+// (the chain is there: the same transaction added it, or another program made one of
+// that name, which the mark then deletes), so each transaction moves the generation by
+// exactly one whatever the kernel holds, and nothing of the mark is left after it.
+// (The alternative, "create element" and "create chain" where the plan knows the
+// object is absent, covers neither flushes nor iptables-nft's chain lines, and turns a
+// concurrent writer into a refused load to handle.)
+//
 // When the state is exact, and when not:
 //
 //   - After a read: the generation is read before and after it; if they are the same,
@@ -24,14 +43,13 @@ import (
 //   - After a load: the generation g0 is read just before it and g1 just after, all
 //     under the apply lock. The state after the load is exact at g1 only if the state
 //     planned from was exact at g0 and the load's own transactions account for the
-//     whole of g1-g0: a load of n transactions, each sure to change the ruleset, moves
-//     the generation by exactly n, so g1-g0 == n leaves no room for another program's
-//     commit between g0 and g1, in particular none between the end of the load and the
-//     read of g1. ("Sure to change": a transaction that adds a rule or deletes
-//     something; one that only adds elements or chains, or flushes, may be a no-op in
-//     the kernel if another program made the same change first, and then a foreign
-//     commit could hide behind it. After such a load, or any other, the state is not
-//     trusted and the next sync reads.)
+//     whole of g1-g0: a load of n transactions, each sure to change the ruleset (its
+//     commit mark), moves the generation by exactly n, so g1-g0 == n leaves no room
+//     for another program's commit between g0 and g1, in particular none between the
+//     end of the load and the read of g1. Such a commit makes g1-g0 larger, and the
+//     next sync reads. (A transaction of another program that commits nothing changes
+//     nothing either.) A load without the mark on every transaction (cleanup's) is not
+//     counted, nor is one across the wrap past 0: the next sync reads.
 //
 // Rules outside nf_tables are not covered: iptables-legacy and IPVS keep no generation,
 // so those backends are read every time (see generationTracked).
@@ -86,8 +104,8 @@ type generationTracked interface {
 }
 
 // Commits is what a plan's load commits to nf_tables: n transactions, and whether each
-// is sure to change the ruleset (sure), so that the load moves the generation by
-// exactly n.
+// is sure to change the ruleset (sure: it adds a rule or deletes something, as the
+// commit mark does), so that the load moves the generation by exactly n.
 type Commits struct {
 	N    int
 	Sure bool

@@ -214,13 +214,23 @@ func moveEndpoint(sm *ir.ServiceMap, svc, n int) *ir.ServiceMap {
 // BenchmarkApplyInterval is one --watch interval with nothing changed on the loaded
 // cluster, per mode: "read" reads the kernel's rules back and compares (as every
 // interval did before, and still does on iptables-legacy), "generation" first reads
-// nf_tables' ruleset generation and skips the read while it stands still. The
-// cluster's cold load is not timed. A run of every mode takes minutes (nftables: a
-// staged load, and one read of the table costs tens of seconds): e.g.
+// nf_tables' ruleset generation and skips the read while it stands still, and
+// "generation-after-a-load" is the interval right after a load of svcgen's own that
+// may find nothing to change in the kernel: a Service without endpoints added (in
+// nftables mode, set and map elements only) and removed again (in iptables mode, a
+// filter block that only flushes chains), by turns (the loads are not timed; the
+// intervals after each are reported apart). The cluster's cold load is not timed. A
+// run of every mode takes minutes (nftables: a staged load, and one read of the table
+// costs tens of seconds): e.g.
 //
 //	go test ./e2e -run '^$' -bench 'ApplyInterval' -benchtime 3x
+//	go test ./e2e -run '^$' -bench 'ApplyInterval/.*/generation-after-a-load' -benchtime 4x
 func BenchmarkApplyInterval(b *testing.B) {
 	_, file := bigCluster(b)
+	idleFile := filepath.Join(b.TempDir(), "idle.yaml")
+	if err := os.WriteFile(idleFile, []byte(idleService), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	for _, mode := range []compiler.Mode{compiler.IPTables, compiler.NFTables} {
 		b.Run(string(mode), func(b *testing.B) {
@@ -231,19 +241,28 @@ func BenchmarkApplyInterval(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			for _, how := range []string{"read", "generation"} {
+			for _, how := range []string{"read", "generation", "generation-after-a-load"} {
 				a := &apply.Applier{Backend: backend}
-				if how == "generation" {
+				if how != "read" {
 					a.Generation = apply.NFTablesGeneration
 				}
-				// The first sync loads the cluster (cold, the first time) or reads it.
-				if err := netlab.InNS(ns, func() error {
-					_, err := a.Sync(ctx, sm, apply.SyncOptions{})
-					return err
-				}); err != nil {
-					b.Fatal(err)
-				}
+				synced := false
 				b.Run(how, func(b *testing.B) {
+					// The first sync loads the cluster (cold, the first time) or reads it.
+					if !synced {
+						if err := netlab.InNS(ns, func() error {
+							_, err := a.Sync(ctx, sm, apply.SyncOptions{})
+							return err
+						}); err != nil {
+							b.Fatal(err)
+						}
+						synced = true
+					}
+					if how == "generation-after-a-load" {
+						idle := testkit.CompileFiles(b, pipeline.Settings{Mode: mode}, file, idleFile).Map
+						intervalsAfterLoads(b, a, ns, sm, idle)
+						return
+					}
 					var read time.Duration
 					skipped := 0
 					cpu := cpuTime()
@@ -274,5 +293,73 @@ func BenchmarkApplyInterval(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// idleService is a Service without endpoints (its cluster IP taken from the generated
+// cluster's ServiceCIDR).
+const idleService = `apiVersion: v1
+kind: Service
+metadata: {name: idle, namespace: bench}
+spec:
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+`
+
+// intervalsAfterLoads loads idle over sm and sm over idle by turns, as syncs of a
+// manifest change (untimed), each followed by a timed interval with nothing changed.
+// It reports the intervals' CPU after adding and after removing the Service apart.
+func intervalsAfterLoads(b *testing.B, a *apply.Applier, ns string, sm, idle *ir.ServiceMap) {
+	ctx := context.Background()
+	var cpu, load [2]time.Duration // [0]: after adding idle's Service, [1]: after removing it
+	var count, skipped [2]int
+	cur := sm
+	err := netlab.InNS(ns, func() error {
+		// The state a previous run left, as a manifest change's sync sees it.
+		if _, err := a.Sync(ctx, sm, apply.SyncOptions{}); err != nil {
+			return err
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			next, k := idle, 0
+			if cur == idle {
+				next, k = sm, 1
+			}
+			b.StopTimer()
+			res, err := a.Sync(ctx, next, apply.SyncOptions{})
+			if err != nil {
+				return err
+			}
+			if !res.Changed {
+				return fmt.Errorf("load %d changed nothing", i)
+			}
+			cur = next
+			load[k] += res.Took
+			b.StartTimer()
+			c := cpuTime()
+			if res, err = a.Sync(ctx, cur, apply.SyncOptions{Reread: true}); err != nil {
+				return err
+			}
+			cpu[k] += cpuTime() - c
+			if res.Changed {
+				return fmt.Errorf("an interval with nothing changed loaded: %s", res.Summary.Text)
+			}
+			count[k]++
+			if res.ReadSkipped {
+				skipped[k]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for k, what := range []string{"added", "removed"} {
+		if count[k] == 0 {
+			continue
+		}
+		n := float64(count[k])
+		b.ReportMetric(cpu[k].Seconds()/n, "cpu-s/interval-after-"+what)
+		b.ReportMetric(float64(skipped[k])/n, "skipped/interval-after-"+what)
+		b.ReportMetric(load[k].Seconds()/n, "load-s/"+what)
 	}
 }

@@ -36,11 +36,11 @@ func (b *lineBuf) line(words ...string) {
 	b.end()
 }
 
-// commit ends a block: "COMMIT", after the commit mark's two lines (a declaration and
-// a -X of chainCommitMark, which count as no chain lines) with markCommits.
+// commit ends a block: "COMMIT", after the commit mark with markCommits (the
+// declaration and the -X of chainCommitMark, which CountLines leaves out).
 func (b *lineBuf) commit() {
 	if b.markCommits {
-		b.line(":" + chainCommitMark + " - [0:0]")
+		b.chainLine(chainCommitMark, "-")
 		b.line("-X", chainCommitMark)
 	}
 	b.line("COMMIT")
