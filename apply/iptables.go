@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svcgen/svcgen/emit/iptables"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
@@ -58,9 +60,9 @@ func (b *IPTables) InNFTables() bool {
 }
 
 // ipState is the kernel's tables as iptables-save printed them, or as a load left
-// them (the model of a restore, iptables.Ruleset.Restore, kept up to date).
+// them (the model of a restore, iptsyntax.Ruleset.Restore, kept up to date).
 type ipState struct {
-	rs *iptables.Ruleset
+	rs *iptsyntax.Ruleset
 	// pending is a restore the kernel has taken and rs not yet: the model is brought
 	// up to date when it is next needed, so a one-shot apply does not spend a second
 	// on a state nobody reads.
@@ -71,7 +73,7 @@ type ipState struct {
 }
 
 // ruleset returns the state's rules, up to date.
-func (s *ipState) ruleset() *iptables.Ruleset {
+func (s *ipState) ruleset() *iptsyntax.Ruleset {
 	if s.pending != nil {
 		if err := s.rs.Restore("loaded", bytes.NewReader(s.pending)); err != nil {
 			panic(fmt.Sprintf("svcgen's own restore does not parse: %v", err)) // a bug, not input
@@ -82,19 +84,19 @@ func (s *ipState) ruleset() *iptables.Ruleset {
 }
 
 func (s *ipState) View(opts ViewOptions) *ruleview.View {
-	owners := iptables.FindOwners(s.ruleset())
+	owners := iptsyntax.FindOwners(s.ruleset())
 	if opts.Map != nil {
-		for k, v := range iptables.MapOwners(opts.Map) {
+		for k, v := range iptrules.MapOwners(opts.Map) {
 			owners[k] = v
 		}
 	}
-	scope := iptables.KubeProxyOnly
+	scope := iptsyntax.KubeProxyOnly
 	if opts.All {
-		scope = iptables.Everything
+		scope = iptsyntax.Everything
 	}
 	rs := s.ruleset()
 	if opts.Installed {
-		rs = iptables.WithJumps(rs)
+		rs = iptrules.WithJumps(rs)
 	}
 	return rs.View(owners, scope)
 }
@@ -102,19 +104,19 @@ func (s *ipState) View(opts ViewOptions) *ruleview.View {
 // Want is kube-proxy's payload for sm with the jumps from built-in chains.
 func (b *IPTables) Want(sm *ir.ServiceMap) (State, error) {
 	var buf bytes.Buffer
-	if err := iptables.Write(&buf, sm, iptables.Options{Format: iptables.NoFlush}); err != nil {
+	if err := iptrules.Write(&buf, sm, iptrules.Options{Format: iptrules.NoFlush}); err != nil {
 		return nil, err
 	}
-	rs, err := iptables.ParseBytes("compiled", buf.Bytes())
+	rs, err := iptsyntax.ParseBytes("compiled", buf.Bytes())
 	if err != nil {
 		return nil, err
 	}
-	return &ipState{rs: iptables.WithJumps(rs)}, nil
+	return &ipState{rs: iptrules.WithJumps(rs)}, nil
 }
 
 // Parse reads iptables-restore input or iptables-save output.
 func (b *IPTables) Parse(name string, data []byte) (State, error) {
-	rs, err := iptables.ParseBytes(name, data)
+	rs, err := iptsyntax.ParseBytes(name, data)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +138,7 @@ func (b *IPTables) Read(ctx context.Context) (State, error) {
 	if err := compatible(out); err != nil {
 		return nil, err
 	}
-	rs, err := iptables.ParseBytes(b.tool("-save"), out)
+	rs, err := iptsyntax.ParseBytes(b.tool("-save"), out)
 	if err != nil {
 		return nil, err
 	}
@@ -160,19 +162,19 @@ type ipPlan struct {
 
 // owners names the chains of the plan, for a refused rule: from the service map (all
 // its hashes are worked out only when needed) or the rules being removed.
-func (p *ipPlan) owners() iptables.Owners {
+func (p *ipPlan) owners() iptsyntax.Owners {
 	if p.sm != nil {
-		return iptables.MapOwners(p.sm)
+		return iptrules.MapOwners(p.sm)
 	}
-	return iptables.FindOwners(p.from.ruleset())
+	return iptsyntax.FindOwners(p.from.ruleset())
 }
 
-func (p *ipPlan) Empty() bool { return iptables.CountLines(p.payload).Blocks == 0 }
+func (p *ipPlan) Empty() bool { return iptsyntax.CountLines(p.payload).Blocks == 0 }
 
 // Commits: iptables-nft commits each block of the restore as one transaction, which
 // the commit mark of a plan makes sure to change the ruleset (cleanup's blocks may not be).
 func (p *ipPlan) Commits() Commits {
-	n, sure := iptables.Commits(p.payload)
+	n, sure := iptsyntax.Commits(p.payload)
 	return Commits{N: n, Sure: sure}
 }
 
@@ -188,7 +190,7 @@ func (p *ipPlan) After() State {
 }
 
 func (p *ipPlan) Summary() Summary {
-	c := iptables.CountLines(p.payload)
+	c := iptsyntax.CountLines(p.payload)
 	return Summary{Chains: c.Chains - c.DeletedChains, Rules: c.Rules, Deleted: c.DeletedRules + c.DeletedChains, Text: c.String()}
 }
 
@@ -204,21 +206,22 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
 		return nil, err
 	}
-	o := iptables.Options{
-		Format:      iptables.NoFlush,
+	o := iptplan.Options{
 		Previous:    st.ruleset(),
 		Minimal:     !opts.Full,
 		FullSync:    opts.Full,
 		EnsureJumps: true,
-		MarkCommits: true,
-		MaxChains:   b.MaxChains,
 		PreviousMap: st.sm,
 	}
 	if h := opts.Hint; h != nil && st.sm != nil && h.Since == st.sm {
 		o.Changed = h.Changed
 	}
+	change, err := iptplan.Partial(sm, o)
+	if err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
-	if err := iptables.Write(&buf, sm, o); err != nil {
+	if err := change.Write(&buf, iptplan.Blocks{MaxChains: b.MaxChains, MarkCommits: true}); err != nil {
 		return nil, err
 	}
 	return &ipPlan{from: st, sm: sm, payload: buf.Bytes()}, nil
@@ -230,12 +233,12 @@ func (b *IPTables) Cleanup(from State) (Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	to, err := iptables.Cleaned(st.ruleset())
+	to, err := iptplan.Cleaned(st.ruleset())
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	if err := iptables.WriteTransition(&buf, st.ruleset(), to, b.MaxChains); err != nil {
+	if err := iptplan.WriteTransition(&buf, st.ruleset(), to, b.MaxChains); err != nil {
 		return nil, err
 	}
 	return &ipPlan{from: st, payload: buf.Bytes(), after: &ipState{rs: to}}, nil
@@ -264,8 +267,8 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 		return pl.from, nil
 	}
 	le := &LoadError{Mode: b.Name(), Err: err}
-	if n := iptables.FailedLine(err.Error()); n > 0 {
-		le.Rule = iptables.Line(pl.payload, n)
+	if n := iptsyntax.FailedLine(err.Error()); n > 0 {
+		le.Rule = iptsyntax.Line(pl.payload, n)
 		le.Service = pl.owners().LineOwner(le.Rule)
 		if le.Rule == "COMMIT" {
 			le.Rule = ""
@@ -280,7 +283,7 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 // rollback puts back what the blocks before the failing line changed.
 func (b *IPTables) rollback(ctx context.Context, pl *ipPlan, failed int) error {
 	committed := 0
-	for _, c := range iptables.Blocks(pl.payload) {
+	for _, c := range iptsyntax.Blocks(pl.payload) {
 		if c < failed {
 			committed = c
 		}
@@ -289,7 +292,7 @@ func (b *IPTables) rollback(ctx context.Context, pl *ipPlan, failed int) error {
 		return nil // the first block failed: nothing was changed
 	}
 	now := pl.from.ruleset().Clone()
-	if err := now.Restore("committed", bytes.NewReader(iptables.Head(pl.payload, committed))); err != nil {
+	if err := now.Restore("committed", bytes.NewReader(iptsyntax.Head(pl.payload, committed))); err != nil {
 		return err
 	}
 	return b.transition(ctx, now, pl.from.ruleset())
@@ -305,9 +308,9 @@ func (b *IPTables) rollbackFromKernel(ctx context.Context, pl *ipPlan) error {
 	return b.transition(ctx, now.(*ipState).ruleset(), pl.from.ruleset())
 }
 
-func (b *IPTables) transition(ctx context.Context, from, to *iptables.Ruleset) error {
+func (b *IPTables) transition(ctx context.Context, from, to *iptsyntax.Ruleset) error {
 	var buf bytes.Buffer
-	if err := iptables.WriteTransition(&buf, from, to, b.MaxChains); err != nil {
+	if err := iptplan.WriteTransition(&buf, from, to, b.MaxChains); err != nil {
 		return err
 	}
 	if buf.Len() == 0 {

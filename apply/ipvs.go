@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/moby/ipvs"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/textutil"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
@@ -268,7 +269,7 @@ func (s *ipvsState) View(opts ViewOptions) *ruleview.View {
 
 // stateOf is the state a node holding exactly the built state has, besides what the
 // base (the node's other rules) holds.
-func (b *IPVS) stateOf(want *ipvsadm.Node, base *iptables.Ruleset) (*ipvsState, error) {
+func (b *IPVS) stateOf(want *ipvsadm.Node, base *iptsyntax.Ruleset) (*ipvsState, error) {
 	rules, err := companionRules(want, base)
 	if err != nil {
 		return nil, err
@@ -283,7 +284,7 @@ func (b *IPVS) stateOf(want *ipvsadm.Node, base *iptables.Ruleset) (*ipvsState, 
 
 // companionRules is base with kube-proxy's ipvs chains written over it and its jumps
 // from the built-in chains inserted where missing.
-func companionRules(want *ipvsadm.Node, base *iptables.Ruleset) (*iptables.Ruleset, error) {
+func companionRules(want *ipvsadm.Node, base *iptsyntax.Ruleset) (*iptsyntax.Ruleset, error) {
 	var payload bytes.Buffer
 	if err := ipvsadm.WritePayload(&payload, want); err != nil {
 		return nil, err
@@ -292,22 +293,22 @@ func companionRules(want *ipvsadm.Node, base *iptables.Ruleset) (*iptables.Rules
 	if err := rs.Restore("ipvs payload", &payload); err != nil {
 		return nil, err
 	}
-	iptables.EnsureJumps(rs, jumpRules())
+	iptsyntax.EnsureJumps(rs, jumpRules())
 	return rs, nil
 }
 
 // jumpRules are kube-proxy's ipvs-mode jumps in the order it ensures them.
-func jumpRules() []iptables.Jump {
-	var out []iptables.Jump
+func jumpRules() []iptsyntax.Jump {
+	var out []iptsyntax.Jump
 	for _, j := range ipvsadm.Jumps {
-		out = append(out, iptables.Jump{Table: j.Table, From: j.From, Args: j.Args()})
+		out = append(out, iptsyntax.Jump{Table: j.Table, From: j.From, Args: j.Args()})
 	}
 	return out
 }
 
 // Want is the state of a node holding exactly sm's ipvs-mode state.
 func (b *IPVS) Want(sm *ir.ServiceMap) (State, error) {
-	return b.stateOf(ipvsadm.Build(sm), &iptables.Ruleset{})
+	return b.stateOf(ipvsadm.Build(sm), &iptsyntax.Ruleset{})
 }
 
 // Parse reads an ipvs script written by svcgen compile -m ipvs.
@@ -316,7 +317,7 @@ func (b *IPVS) Parse(name string, data []byte) (State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.stateOf(n, &iptables.Ruleset{})
+	return b.stateOf(n, &iptsyntax.Ruleset{})
 }
 
 // ipvsOp is one change to the kernel, with what it is (as ipvsadm or ip would say
@@ -404,7 +405,7 @@ func (b *IPVS) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, erro
 
 type ipvsCount struct {
 	addrs, setEntries, vsAdded, vsUpdated, vsDeleted, rsChanged int
-	chains                                                      iptables.Count
+	chains                                                      iptsyntax.Count
 }
 
 func (c ipvsCount) summary() Summary {
@@ -637,15 +638,15 @@ func rsOp(vs *ipvsadm.VirtualServer, rs ipvsadm.RealServer, prev *ipvsadm.RealSe
 
 // rules adds the op that loads the companion chains: the transition from the tables
 // now to the tables with kube-proxy's ipvs chains and jumps.
-func (p *ipvsPlan) rules(b *IPVS, from, to *iptables.Ruleset, c *ipvsCount) error {
+func (p *ipvsPlan) rules(b *IPVS, from, to *iptsyntax.Ruleset, c *ipvsCount) error {
 	var fwd bytes.Buffer
-	if err := iptables.WriteTransition(&fwd, from, to, b.ipt.MaxChains); err != nil {
+	if err := iptplan.WriteTransition(&fwd, from, to, b.ipt.MaxChains); err != nil {
 		return err
 	}
 	if fwd.Len() == 0 {
 		return nil
 	}
-	c.chains = iptables.CountLines(fwd.Bytes())
+	c.chains = iptsyntax.CountLines(fwd.Bytes())
 	payload := fwd.Bytes()
 	p.ops = append(p.ops, ipvsOp{what: b.ipt.tool("-restore") + " (companion chains)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
 		if _, err := b.ipt.restore(r.ctx, payload); err != nil {

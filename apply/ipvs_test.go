@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -38,7 +38,7 @@ func whats(p Plan) []string {
 // a virtual server inside excludeCIDRs, and a node in step needs nothing.
 func TestIPVSPlan(t *testing.T) {
 	b := NewIPVS("IPv4", 0)
-	other, err := iptables.ParseBytes("node", []byte("*nat\n:OTHER - [0:0]\n-A PREROUTING -j OTHER\nCOMMIT\n"))
+	other, err := iptsyntax.ParseBytes("node", []byte("*nat\n:OTHER - [0:0]\n-A PREROUTING -j OTHER\nCOMMIT\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestIPVSCleanupOwnership(t *testing.T) {
 			{Protocol: "TCP", Address: mustAddrPort("198.18.0.1:8443"), Scheduler: "rr"},
 			{Protocol: "UDP", Address: mustAddrPort("198.18.0.1:30080"), Scheduler: "rr"},
 		},
-		rules: &ipState{rs: &iptables.Ruleset{}},
+		rules: &ipState{rs: &iptsyntax.Ruleset{}},
 	}
 	p, err := NewIPVS("IPv4", 0).Cleanup(st)
 	if err != nil {

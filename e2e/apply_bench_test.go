@@ -12,11 +12,11 @@ import (
 
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -114,7 +114,7 @@ func BenchmarkApplyColdStart(b *testing.B) {
 	}
 	b.Run("full-restore", func(b *testing.B) {
 		var rules bytes.Buffer
-		if err := iptables.Write(&rules, sm, iptables.Options{}); err != nil {
+		if err := iptrules.Write(&rules, sm, iptrules.Options{}); err != nil {
 			b.Fatal(err)
 		}
 		var cpus time.Duration

@@ -15,11 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // TestApply: apply loads the examples next to another tool's rules, which survive; the
@@ -34,7 +35,7 @@ func TestApply(t *testing.T) {
 		t.Fatalf("dry run: %v\n%s", err, stderr)
 	}
 	hello := findPort(t, n.c.sm, "default", "hello-service")
-	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
+	svc := iptsyntax.ServiceChainsFor(hello.Name.String(), "tcp").SVC
 	if !strings.Contains(diff, "+:"+svc+" (default/hello-service:http) -") {
 		t.Errorf("dry run diff lacks %s with its Service:\n%s", svc, diff)
 	}
@@ -107,7 +108,7 @@ func TestApplyOneEndpoint(t *testing.T) {
 	after := n.ruleHandles()
 	res := testkit.CompileFiles(t, pipeline.Settings{}, n.dir)
 	moving := findPort(t, res.Map, "default", "moving")
-	owners := iptables.MapOwners(res.Map)
+	owners := iptrules.MapOwners(res.Map)
 	for chain, hs := range after {
 		old, existed := handles[chain]
 		mine := owners[chain].Port == moving.Name.String()
@@ -181,7 +182,7 @@ func TestAuditRepair(t *testing.T) {
 	n := newNode(t)
 	n.apply()
 	hello := findPort(t, n.c.sm, "default", "hello-service")
-	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
+	svc := iptsyntax.ServiceChainsFor(hello.Name.String(), "tcp").SVC
 	n.l.In(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
 	out, stderr, err := n.svcgen("audit", "-f", n.dir, "--live")
 	if err == nil {
@@ -406,7 +407,7 @@ func TestApplyWatch(t *testing.T) {
 	waitLog("the change", func(l string) bool {
 		return strings.Contains(l, "reason=change") && strings.Contains(l, "changed=true")
 	})
-	late := iptables.ServiceChainsFor("default/late:tcp", "tcp").SVC
+	late := iptsyntax.ServiceChainsFor("default/late:tcp", "tcp").SVC
 	if !strings.Contains(n.save(), ":"+late) {
 		t.Errorf("the new Service's chain %s is not in the kernel", late)
 	}
@@ -424,7 +425,7 @@ func TestApplyWatch(t *testing.T) {
 
 	// A rule deleted by hand comes back at the next interval.
 	hello := findPort(t, n.c.sm, "default", "hello-service")
-	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
+	svc := iptsyntax.ServiceChainsFor(hello.Name.String(), "tcp").SVC
 	n.l.In(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
 	waitLog("the repair", func(l string) bool {
 		return strings.Contains(l, "reason=interval") && strings.Contains(l, "drift=repaired")

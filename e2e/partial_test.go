@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 	"sigs.k8s.io/knftables"
@@ -36,10 +38,17 @@ var partialSteps = []step{
 	{name: "back to examples"},
 }
 
-func compileStep(t *testing.T, s step, opts iptables.Options) []byte {
+// compileStep writes a step's --noflush payload, or with partial set, the partial sync
+// against partial.Previous.
+func compileStep(t *testing.T, s step, partial *iptplan.Options) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := iptables.Write(&b, mapStep(t, s), opts); err != nil {
+	err := iptrules.Write(&b, mapStep(t, s), iptrules.Options{Format: iptrules.NoFlush})
+	if partial != nil {
+		b.Reset()
+		err = iptplan.Write(&b, mapStep(t, s), *partial)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -81,10 +90,10 @@ func mapStepMode(t *testing.T, s step, mode compiler.Mode) *ir.ServiceMap {
 // on the node and the map they were loaded from, naming every Service of either map
 // as changed (a superset of what changed, as Options.Changed allows), or with all
 // set, a full sync.
-func changesStep(t *testing.T, prev, next step, rules *iptables.Ruleset, all bool) []byte {
+func changesStep(t *testing.T, prev, next step, rules *iptsyntax.Ruleset, all bool) []byte {
 	t.Helper()
 	pm, nm := mapStep(t, prev), mapStep(t, next)
-	opts := iptables.Options{Format: iptables.NoFlush, Previous: rules, PreviousMap: pm, Minimal: true}
+	opts := iptplan.Options{Previous: rules, PreviousMap: pm, Minimal: true}
 	if all {
 		opts.FullSync, opts.Minimal = true, false
 	} else {
@@ -101,7 +110,7 @@ func changesStep(t *testing.T, prev, next step, rules *iptables.Ruleset, all boo
 		sort.Strings(opts.Changed)
 	}
 	var b bytes.Buffer
-	if err := iptables.Write(&b, nm, opts); err != nil {
+	if err := iptplan.Write(&b, nm, opts); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -119,14 +128,14 @@ func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range partialSteps {
-		full := compileStep(t, s, iptables.Options{Format: iptables.NoFlush})
+		full := compileStep(t, s, nil)
 		if i == 0 {
 			mustRestore(t, l, node, full)
 			continue
 		}
 		// The node's state before this step, to start each variant from it.
 		saved := []byte(l.In(node, "iptables-save"))
-		prev, err := iptables.ParseBytes("iptables-save", saved)
+		prev, err := iptsyntax.ParseBytes("iptables-save", saved)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +154,7 @@ func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 			case "changes", "resync":
 				partial = changesStep(t, partialSteps[i-1], s, prev, variant == "resync")
 			default:
-				partial = compileStep(t, s, iptables.Options{Format: iptables.NoFlush, Previous: prev, Minimal: minimal})
+				partial = compileStep(t, s, &iptplan.Options{Previous: prev, Minimal: minimal})
 			}
 			mustRestore(t, l, node, partial)
 			if got := saveOf(t, l, node); got != want {
@@ -168,7 +177,7 @@ func mustRestore(t *testing.T, l *netlab.Lab, ns string, data []byte) {
 // saveOf is the node's nat and filter state as canonical rule keys, chain by chain.
 func saveOf(t *testing.T, l *netlab.Lab, ns string) string {
 	t.Helper()
-	rs, err := iptables.ParseBytes("iptables-save", []byte(l.In(ns, "iptables-save")))
+	rs, err := iptsyntax.ParseBytes("iptables-save", []byte(l.In(ns, "iptables-save")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +189,7 @@ func saveOf(t *testing.T, l *netlab.Lab, ns string) string {
 		for _, c := range tb.Chains {
 			lines = append(lines, fmt.Sprintf("%s :%s", tb.Name, c.Name))
 			for i, r := range c.Rules {
-				lines = append(lines, fmt.Sprintf("%s %s %03d %s", tb.Name, c.Name, i, iptables.RuleKey(r.Args)))
+				lines = append(lines, fmt.Sprintf("%s %s %03d %s", tb.Name, c.Name, i, iptsyntax.RuleKey(r.Args)))
 			}
 		}
 	}

@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
@@ -63,7 +64,7 @@ func TestPropertyKernel(t *testing.T) {
 		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0, IPv6: ipv6})
 		res := testkit.Compile(t, fmt.Sprintf("random-%d.yaml", seed), string(data), pipeline.Settings{}) // the name says the seed
 		var rules strings.Builder
-		if err := iptables.Write(&rules, res.Map, iptables.Options{}); err != nil {
+		if err := iptrules.Write(&rules, res.Map, iptrules.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		backends := []string{"iptables", "iptables-legacy"}
@@ -76,7 +77,7 @@ func TestPropertyKernel(t *testing.T) {
 				continue
 			}
 			saved := l.In(ns, backend+"-save")
-			rs, err := iptables.ParseBytes(backend+"-save", []byte(saved))
+			rs, err := iptsyntax.ParseBytes(backend+"-save", []byte(saved))
 			if err != nil {
 				t.Fatalf("seed %d: reading %s-save: %v", seed, backend, err)
 			}

@@ -13,10 +13,12 @@ import (
 
 	"github.com/rogpeppe/go-internal/diff"
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/load"
 )
 
@@ -88,14 +90,14 @@ func runCase(t *testing.T, c goldenCase) {
 		return
 	}
 	res := compileCase(t, c, false)
-	opts := iptables.Options{Format: iptables.NoFlush}
+	var partial *iptplan.Options
 	if prev := previousStep(t, c); prev != nil {
-		opts.Previous, opts.FullSync = prev, c.fullSync
+		partial = &iptplan.Options{Previous: prev, FullSync: c.fullSync}
 	}
-	got := emit(t, res, opts)
+	got := emit(t, res, partial)
 	testkit.CompareGolden(t, filepath.Join(c.dir, "iptables.rules"), got, *update)
 
-	if again := emit(t, compileCase(t, c, true), opts); !bytes.Equal(again, got) {
+	if again := emit(t, compileCase(t, c, true), partial); !bytes.Equal(again, got) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
 	}
 	if exp, err := os.ReadFile(filepath.Join(c.dir, "upstream.iptables")); err == nil {
@@ -108,7 +110,7 @@ func runCase(t *testing.T, c goldenCase) {
 }
 
 // previousStep: step N of a multi-step case runs against step N-1's complete payload.
-func previousStep(t *testing.T, c goldenCase) *iptables.Ruleset {
+func previousStep(t *testing.T, c goldenCase) *iptsyntax.Ruleset {
 	base := filepath.Base(c.dir)
 	n, ok := strings.CutPrefix(base, "step-")
 	if !ok || n == "01" {
@@ -120,8 +122,8 @@ func previousStep(t *testing.T, c goldenCase) *iptables.Ruleset {
 	}
 	prevDir := filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1))
 	prevCase := goldenCase{dir: prevDir, upstream: c.upstream}
-	full := emit(t, compileCase(t, prevCase, false), iptables.Options{Format: iptables.NoFlush})
-	rs, err := iptables.ParseBytes(prevDir, full)
+	full := emit(t, compileCase(t, prevCase, false), nil)
+	rs, err := iptsyntax.ParseBytes(prevDir, full)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,10 +183,17 @@ func splitDocuments(data []byte) [][]byte {
 	return docs
 }
 
-func emit(t *testing.T, res *pipeline.Result, opts iptables.Options) []byte {
+// emit writes the map's iptables payload (--noflush), or with partial set, the partial
+// sync against partial.Previous.
+func emit(t *testing.T, res *pipeline.Result, partial *iptplan.Options) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := iptables.Write(&b, res.Map, opts); err != nil {
+	err := iptrules.Write(&b, res.Map, iptrules.Options{Format: iptrules.NoFlush})
+	if partial != nil {
+		b.Reset()
+		err = iptplan.Write(&b, res.Map, *partial)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

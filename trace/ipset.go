@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // setIndex is one ipset, ready for "-m set --match-set NAME FLAGS" lookups.
@@ -50,7 +50,7 @@ var dims = map[string][]string{
 
 // setMatch evaluates "-m set [!] --match-set NAME FLAGS". A source port is not
 // modelled (a client's port can be anything), so a flag asking for one never matches.
-func (t *IPTables) setMatch(m iptables.Module, st state) (match, error) {
+func (t *IPTables) setMatch(m iptsyntax.Module, st state) (match, error) {
 	o, ok := m.Opt("match-set")
 	if !ok || len(o.Values) < 2 {
 		return never, fmt.Errorf("cannot trace -m set without --match-set NAME FLAGS")
@@ -106,7 +106,7 @@ func (t *IPTables) setMatch(m iptables.Module, st state) (match, error) {
 
 // ipvsMatch evaluates "-m ipvs": the packet is one IPVS scheduled, for that virtual
 // server. --vproto is a name in kube-proxy's rules and a number in iptables-save's.
-func ipvsMatch(m iptables.Module, st state) (match, error) {
+func ipvsMatch(m iptsyntax.Module, st state) (match, error) {
 	for _, o := range m.Opts {
 		var ok bool
 		switch o.Name {
@@ -119,7 +119,7 @@ func ipvsMatch(m iptables.Module, st state) (match, error) {
 			}
 			ok = st.vs != nil && p.Contains(st.vs.Address.Addr())
 		case "vproto":
-			ok = st.vs != nil && iptables.ProtocolName(o.Value()) == st.vs.Protocol.Lower()
+			ok = st.vs != nil && iptsyntax.ProtocolName(o.Value()) == st.vs.Protocol.Lower()
 		case "vport":
 			ok = st.vs != nil && o.Value() == strconv.Itoa(int(st.vs.Address.Port()))
 		default:
@@ -143,7 +143,7 @@ func withBits(s string) string {
 }
 
 // physdev evaluates "-m physdev": the packets svcgen traces never cross a bridge port.
-func physdev(m iptables.Module) match {
+func physdev(m iptsyntax.Module) match {
 	for _, o := range m.Opts {
 		if !o.Not { // every physdev test is false for a packet that crossed no bridge
 			return never

@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -51,7 +51,7 @@ type vsKey struct {
 // (iptables-save, or the companion payload); nil takes the state's companion chains.
 // Built-in chains the ruleset lacks get kube-proxy's jumps into its chains. host lists the node's own addresses; the addresses bound to
 // kube-ipvs0 (n.Addresses, else the KUBE-IPVS-IPS set) are local too.
-func NewIPVS(n *ipvsadm.Node, rs *iptables.Ruleset, host Host) (*IPVS, error) {
+func NewIPVS(n *ipvsadm.Node, rs *iptsyntax.Ruleset, host Host) (*IPVS, error) {
 	t := &IPVS{services: map[vsKey]*ipvsadm.VirtualServer{}, dummy: map[netip.Addr]bool{}}
 	for _, p := range n.Addresses {
 		t.dummy[p.Addr()] = true
@@ -87,19 +87,19 @@ func NewIPVS(n *ipvsadm.Node, rs *iptables.Ruleset, host Host) (*IPVS, error) {
 }
 
 // companionRuleset is the iptables ruleset of the state's companion chains.
-func companionRuleset(n *ipvsadm.Node) *iptables.Ruleset {
-	rs := &iptables.Ruleset{}
+func companionRuleset(n *ipvsadm.Node) *iptsyntax.Ruleset {
+	rs := &iptsyntax.Ruleset{}
 	for _, tab := range []ipvsadm.Table{n.NAT, n.Filter} {
 		if tab.Name == "" {
 			continue
 		}
-		tb := &iptables.Table{Name: tab.Name}
-		chains := map[string]*iptables.Chain{}
-		chain := func(name string) *iptables.Chain {
+		tb := &iptsyntax.Table{Name: tab.Name}
+		chains := map[string]*iptsyntax.Chain{}
+		chain := func(name string) *iptsyntax.Chain {
 			if c := chains[name]; c != nil {
 				return c
 			}
-			c := &iptables.Chain{Name: name, Policy: "-", Declared: true}
+			c := &iptsyntax.Chain{Name: name, Policy: "-", Declared: true}
 			chains[name] = c
 			tb.Chains = append(tb.Chains, c)
 			return c
@@ -109,22 +109,22 @@ func companionRuleset(n *ipvsadm.Node) *iptables.Ruleset {
 		}
 		for _, r := range tab.Rules {
 			c := chain(r.Chain)
-			c.Rules = append(c.Rules, iptables.Rule{Chain: r.Chain, Args: r.Args})
+			c.Rules = append(c.Rules, iptsyntax.Rule{Chain: r.Chain, Args: r.Args})
 		}
 		rs.Tables = append(rs.Tables, tb)
 	}
-	return iptables.Reindex(rs)
+	return iptsyntax.Reindex(rs)
 }
 
 // withIPVSJumps returns the ruleset with the ipvs proxier's jumps in the built-in
 // chains it lacks (a payload for iptables-restore --noflush has none), as a node that
 // runs kube-proxy in ipvs mode has them: each inserted at position 1, so a chain lists
 // them in reverse.
-func withIPVSJumps(rs *iptables.Ruleset) *iptables.Ruleset {
-	out := &iptables.Ruleset{}
+func withIPVSJumps(rs *iptsyntax.Ruleset) *iptsyntax.Ruleset {
+	out := &iptsyntax.Ruleset{}
 	for _, t := range rs.Tables {
-		nt := &iptables.Table{Name: t.Name, Deleted: t.Deleted}
-		added := map[string]*iptables.Chain{}
+		nt := &iptsyntax.Table{Name: t.Name, Deleted: t.Deleted}
+		added := map[string]*iptsyntax.Chain{}
 		for i := len(ipvsadm.Jumps) - 1; i >= 0; i-- {
 			j := ipvsadm.Jumps[i]
 			if j.Table != t.Name || t.Chain(j.From) != nil || t.Chain(j.To) == nil {
@@ -132,16 +132,16 @@ func withIPVSJumps(rs *iptables.Ruleset) *iptables.Ruleset {
 			}
 			c := added[j.From]
 			if c == nil {
-				c = &iptables.Chain{Name: j.From, Policy: "ACCEPT", Declared: true}
+				c = &iptsyntax.Chain{Name: j.From, Policy: "ACCEPT", Declared: true}
 				added[j.From] = c
 				nt.Chains = append(nt.Chains, c)
 			}
-			c.Rules = append(c.Rules, iptables.Rule{Chain: j.From, Args: j.Args()})
+			c.Rules = append(c.Rules, iptsyntax.Rule{Chain: j.From, Args: j.Args()})
 		}
 		nt.Chains = append(nt.Chains, t.Chains...)
 		out.Tables = append(out.Tables, nt)
 	}
-	return iptables.Reindex(out)
+	return iptsyntax.Reindex(out)
 }
 
 // Trace follows the first packet of a new connection.

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/emit/nft"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"sigs.k8s.io/knftables"
@@ -142,7 +143,7 @@ func Open(files []File, host Host) (Tracer, error) {
 		return openIPVS(one, host)
 	}
 	f, _ := one(IPTablesText)
-	rs, err := iptables.ParseBytes(f.Name, f.Data)
+	rs, err := iptsyntax.ParseBytes(f.Name, f.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +171,7 @@ func openIPVS(one func(Format) (File, bool), host Host) (Tracer, error) {
 			n.Family = model.IPv6
 		}
 	}
-	rs, err := iptables.ParseBytes(tf.Name, tf.Data)
+	rs, err := iptsyntax.ParseBytes(tf.Name, tf.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -184,10 +185,10 @@ func ForMap(mode string, sm *ir.ServiceMap, host Host) (Tracer, error) {
 	switch mode {
 	case "iptables":
 		var b bytes.Buffer
-		if err := iptables.Write(&b, sm, iptables.Options{Format: iptables.Complete}); err != nil {
+		if err := iptrules.Write(&b, sm, iptrules.Options{Format: iptrules.Complete}); err != nil {
 			return nil, fmt.Errorf("writing iptables rules: %w", err)
 		}
-		rs, err := iptables.ParseBytes("iptables rules", b.Bytes())
+		rs, err := iptsyntax.ParseBytes("iptables rules", b.Bytes())
 		if err != nil {
 			return nil, fmt.Errorf("reading back iptables rules: %w", err)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -10,9 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/fileutil"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 )
@@ -178,20 +179,19 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	if f.split {
 		return usagef("--split needs ipvs mode (-m ipvs)")
 	}
-	opts := iptables.Options{Format: iptables.Complete, Minimal: f.minimal}
+	opts := iptrules.Options{Format: iptrules.Complete}
 	if f.noflush {
-		opts.Format = iptables.NoFlush
+		opts.Format = iptrules.NoFlush
 	}
+	write := func(w io.Writer) error { return iptrules.Write(w, res.Map, opts) }
 	if f.previous != "" {
-		prev, err := parseInput(f.previous, stdin, iptables.Parse)
+		prev, err := parseInput(f.previous, stdin, iptsyntax.Parse)
 		if err != nil {
 			return &pipeline.InputError{Err: err}
 		}
-		opts.Previous = prev
-	}
-	write, err := emitter(res, opts)
-	if err != nil {
-		return err
+		write = func(w io.Writer) error {
+			return iptplan.Write(w, res.Map, iptplan.Options{Previous: prev, Minimal: f.minimal})
+		}
 	}
 	if err := writeOutput(f.output, stdout, write); err != nil {
 		return err
@@ -200,15 +200,6 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 		return writeLock(f.lock, res.Lock)
 	}
 	return nil
-}
-
-// emitter picks the writer for the mode.
-func emitter(res *pipeline.Result, opts iptables.Options) (func(io.Writer) error, error) {
-	switch res.Mode {
-	case compiler.IPTables:
-		return func(w io.Writer) error { return iptables.Write(w, res.Map, opts) }, nil
-	}
-	return nil, &pipeline.InputError{Err: fmt.Errorf("mode %s: not available in this version of svcgen (iptables, ipvs and nftables are)", res.Mode)}
 }
 
 // writeOutput writes to stdout, or to a file through a temporary file and a rename.

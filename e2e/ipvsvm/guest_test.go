@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/moby/ipvs"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	svcmodel "github.com/svcgen/svcgen/model"
 )
 
@@ -236,7 +236,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 		t.Errorf("kube-ipvs0 has %q, want %q", addrs, wantAddrs)
 	}
 	for _, tbl := range []ipvsadm.Table{want.NAT, want.Filter} {
-		rs, err := iptables.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", tbl.Name)))
+		rs, err := iptsyntax.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", tbl.Name)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 		}
 	}
 	for _, j := range ipvsadm.Jumps {
-		rs, _ := iptables.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", j.Table)))
+		rs, _ := iptsyntax.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", j.Table)))
 		n := 0
 		for _, r := range rs.Table(j.Table).Chain(j.From).Rules {
 			if r.Args[len(r.Args)-1] == j.To {

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -156,7 +156,7 @@ func render(n *Node) (*parts, error) {
 // WritePayload writes the companion chains as kube-proxy's restore payload, for
 // "iptables-restore --noflush" (ip6tables-restore for IPv6).
 func WritePayload(w io.Writer, n *Node) error {
-	rw := iptables.NewRestoreWriter(w)
+	rw := iptsyntax.NewRestoreWriter(w)
 	for _, t := range []Table{n.NAT, n.Filter} {
 		rw.Table(t.Name)
 		for _, c := range t.Chains {
@@ -418,13 +418,13 @@ func heredocs(data []byte) (map[string][]byte, error) {
 }
 
 // ParsePayload reads a restore payload back into ordered tables (the order is
-// recovered from line numbers, since iptables.Parse groups rules by chain).
+// recovered from line numbers, since iptsyntax.Parse groups rules by chain).
 func ParsePayload(name string, data []byte) (nat, filter Table, err error) {
-	rs, err := iptables.ParseBytes(name, data)
+	rs, err := iptsyntax.ParseBytes(name, data)
 	if err != nil {
 		return nat, filter, err
 	}
-	conv := func(t *iptables.Table) Table {
+	conv := func(t *iptsyntax.Table) Table {
 		out := Table{Name: t.Name}
 		type lineRule struct {
 			line int

@@ -1,4 +1,4 @@
-package iptables
+package syntax
 
 import "testing"
 
@@ -25,7 +25,7 @@ func TestHash16(t *testing.T) {
 			t.Errorf("hash16(%q) = %s, want %s", tc.parts, got, tc.want)
 		}
 	}
-	c := serviceChains("ns1/svc1:p80", "tcp")
+	c := ServiceChainsFor("ns1/svc1:p80", "tcp")
 	if c.SVC != "KUBE-SVC-XPGD46QRK7WJZT7O" || c.FW != "KUBE-FW-XPGD46QRK7WJZT7O" || len(c.FW) != 24 || len(c.SVC) != 25 {
 		t.Errorf("serviceChains = %+v", c)
 	}
@@ -33,13 +33,13 @@ func TestHash16(t *testing.T) {
 
 // Upstream's TestComputeProbability.
 func TestProbability(t *testing.T) {
-	var p probabilities
+	var p Probabilities
 	for n, want := range map[int]string{
 		1: "1.0000000000", 2: "0.5000000000", 3: "0.3333333333", 7: "0.1428571429",
 		10: "0.1000000000", 100: "0.0100000000", 1000: "0.0010000000",
 		10000: "0.0001000000", 100000: "0.0000100000", 100001: "0.0000099999",
 	} {
-		if got := p.get(n); got != want {
+		if got := p.Get(n); got != want {
 			t.Errorf("probability(%d) = %s, want %s", n, got, want)
 		}
 	}

@@ -1,9 +1,7 @@
-package iptables
+package syntax
 
 import (
 	"strings"
-
-	"github.com/svcgen/svcgen/ir"
 )
 
 // Owner is the service port (and, for a KUBE-SEP chain, the endpoint) a hashed chain
@@ -24,26 +22,6 @@ func (o Owner) String() string {
 
 // Owners maps hashed chain names to their owners.
 type Owners map[string]Owner
-
-// MapOwners names the chains of every service port and endpoint of a service map, exactly
-// (the names are hashes of what the map holds).
-func MapOwners(sm *ir.ServiceMap) Owners {
-	o := Owners{}
-	for _, s := range sm.Services {
-		for _, p := range s.Ports {
-			spn, proto := p.Name.String(), p.Protocol.Lower()
-			c := serviceChains(spn, proto)
-			for _, name := range []string{c.SVC, c.SVL, c.EXT, c.FW} {
-				o[name] = Owner{Port: spn}
-			}
-			for _, e := range p.Endpoints {
-				ep := e.String()
-				o[EndpointChain(spn, proto, ep)] = Owner{Port: spn, Endpoint: ep}
-			}
-		}
-	}
-	return o
-}
 
 // FindOwners names the hashed chains of rulesets from the rulesets alone. kube-proxy's
 // rules carry the service port in their comments ("ns1/svc1:p80 cluster IP"); every
@@ -73,10 +51,10 @@ func FindOwners(rulesets ...*Ruleset) Owners {
 					if !isService {
 						continue
 					}
-					if strings.HasPrefix(c.Name, prefixSEP) && p != "" {
+					if strings.HasPrefix(c.Name, PrefixSEP) && p != "" {
 						named[c.Name] = append(named[c.Name], p)
 					}
-					if to := ruleTarget(r.Args); strings.HasPrefix(to, prefixSEP) {
+					if to := RuleTarget(r.Args); strings.HasPrefix(to, PrefixSEP) {
 						jumpers[to] = append(jumpers[to], c.Name)
 						if p != "" {
 							named[to] = append(named[to], p)
@@ -88,7 +66,7 @@ func FindOwners(rulesets ...*Ruleset) Owners {
 	}
 	for p := range ports {
 		for _, proto := range []string{"tcp", "udp", "sctp"} {
-			c := serviceChains(p, proto)
+			c := ServiceChainsFor(p, proto)
 			for _, name := range []string{c.SVC, c.SVL, c.EXT, c.FW} {
 				if exists[name] {
 					o[name] = Owner{Port: p}
@@ -99,7 +77,7 @@ func FindOwners(rulesets ...*Ruleset) Owners {
 	for _, rs := range rulesets {
 		for _, t := range rs.Tables {
 			for _, c := range t.Chains {
-				if strings.HasPrefix(c.Name, prefixSEP) {
+				if strings.HasPrefix(c.Name, PrefixSEP) {
 					if _, done := o[c.Name]; !done {
 						o.endpointChain(c, named[c.Name], jumpers[c.Name])
 					}

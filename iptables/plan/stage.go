@@ -1,6 +1,10 @@
-package iptables
+package plan
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/svcgen/svcgen/iptables/syntax"
+)
 
 // Staged restores.
 //
@@ -36,10 +40,10 @@ type group struct {
 // group gets a block of its own).
 type stager struct {
 	max    int
-	b      *lineBuf
+	b      *syntax.Buffer
 	table  string
-	decls  lineBuf
-	rules  lineBuf
+	decls  syntax.Buffer
+	rules  syntax.Buffer
 	chains int
 }
 
@@ -48,23 +52,23 @@ func (s *stager) add(table string, g *group) {
 		s.flush()
 		s.table = table
 	}
-	s.decls.buf = append(s.decls.buf, g.decls...)
-	s.rules.buf = append(s.rules.buf, g.rules...)
+	s.decls.AppendText(g.decls)
+	s.rules.AppendText(g.rules)
 	s.chains += g.chains
 }
 
 func (s *stager) flush() {
-	if s.table == "" || (len(s.decls.buf) == 0 && len(s.rules.buf) == 0) {
+	if s.table == "" || (s.decls.Len() == 0 && s.rules.Len() == 0) {
 		s.table = ""
 		return
 	}
-	s.b.line("*" + s.table)
-	s.b.buf = append(s.b.buf, s.decls.buf...)
-	s.b.buf = append(s.b.buf, s.rules.buf...)
-	s.b.commit()
-	s.b.flush()
-	s.decls.reset()
-	s.rules.reset()
+	s.b.Line("*" + s.table)
+	s.b.Append(&s.decls)
+	s.b.Append(&s.rules)
+	s.b.Commit()
+	s.b.Flush()
+	s.decls.Reset()
+	s.rules.Reset()
 	s.chains = 0
 	s.table = ""
 }
@@ -72,7 +76,7 @@ func (s *stager) flush() {
 // deleteOrder orders chains to be deleted so that a chain comes after every chain (of
 // the set) that jumps to it: deleting them in that order, block by block, never deletes
 // a chain something still jumps to. Otherwise it keeps the given order.
-func deleteOrder(t *Table, names []string) []string {
+func deleteOrder(t *syntax.Table, names []string) []string {
 	if len(names) < 2 {
 		return names
 	}
@@ -87,7 +91,7 @@ func deleteOrder(t *Table, names []string) []string {
 			continue
 		}
 		for _, r := range c.Rules {
-			to := ruleTarget(r.Args)
+			to := syntax.RuleTarget(r.Args)
 			if _, ok := in[to]; ok && to != n {
 				edges[n] = append(edges[n], to)
 				in[to]++
@@ -115,18 +119,4 @@ func deleteOrder(t *Table, names []string) []string {
 		ready = next
 	}
 	return out
-}
-
-// ruleTarget is the chain or target a rule's -j or -g names, "" if none.
-func ruleTarget(args []string) string {
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "--comment" {
-			i++
-			continue
-		}
-		if args[i] == "-j" || args[i] == "-g" || args[i] == "--jump" || args[i] == "--goto" {
-			return args[i+1]
-		}
-	}
-	return ""
 }

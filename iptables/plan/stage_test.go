@@ -1,4 +1,4 @@
-package iptables
+package plan
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svcgen/svcgen/iptables/rules"
+	"github.com/svcgen/svcgen/iptables/syntax"
+
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
@@ -15,52 +18,9 @@ import (
 	"github.com/svcgen/svcgen/ruleview"
 )
 
-// genYAML is a generated cluster (svcgen gen).
-func genYAML(t testing.TB, o gen.Options) string {
-	t.Helper()
-	var b strings.Builder
-	if err := gen.Write(&b, o); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
-// genMap compiles a generated cluster.
-func genMap(t testing.TB, services, endpoints int, seed uint64) *ir.ServiceMap {
-	t.Helper()
-	return compileYAML(t, genYAML(t, gen.Options{Services: services, Endpoints: endpoints, Seed: seed}))
-}
-
 func compileYAML(t testing.TB, manifests string) *ir.ServiceMap {
 	t.Helper()
 	return testkit.Compile(t, "test.yaml", manifests, pipeline.Settings{}).Map
-}
-
-// without returns the map without every n-th service, and with one endpoint moved in
-// every m-th one: a realistic next state.
-func without(sm *ir.ServiceMap, n, m int) *ir.ServiceMap {
-	out := *sm
-	out.Services = nil
-	for i, s := range sm.Services {
-		if i%n == 0 {
-			continue
-		}
-		if i%m == 0 {
-			c := *s
-			c.Ports = nil
-			for _, p := range s.Ports {
-				pc := *p
-				pc.Endpoints = append([]ir.Endpoint(nil), p.Endpoints...)
-				if len(pc.Endpoints) > 0 {
-					pc.Endpoints[0].Port++
-				}
-				c.Ports = append(c.Ports, &pc)
-			}
-			s = &c
-		}
-		out.Services = append(out.Services, s)
-	}
-	return &out
 }
 
 // otherTool is another program's chains and rules, which must survive.
@@ -74,19 +34,38 @@ COMMIT
 COMMIT
 `
 
-func mustParse(t testing.TB, text string) *Ruleset {
+func mustParse(t testing.TB, text string) *syntax.Ruleset {
 	t.Helper()
-	rs, err := ParseBytes("test", []byte(text))
+	rs, err := syntax.ParseBytes("test", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rs
 }
 
-func write(t testing.TB, sm *ir.ServiceMap, opts Options) []byte {
+// write writes a partial sync, cut into blocks as blocks (at most one) says.
+func write(t testing.TB, sm *ir.ServiceMap, opts Options, blocks ...Blocks) []byte {
+	t.Helper()
+	c, err := Partial(sm, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	var bl Blocks
+	if len(blocks) > 0 {
+		bl = blocks[0]
+	}
+	if err := c.Write(&b, bl); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// full writes the whole payload (--noflush) of a map.
+func full(t testing.TB, sm *ir.ServiceMap) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := Write(&b, sm, opts); err != nil {
+	if err := rules.Write(&b, sm, rules.Options{Format: rules.NoFlush}); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -95,15 +74,15 @@ func write(t testing.TB, sm *ir.ServiceMap, opts Options) []byte {
 // restoreBlocks restores a payload block by block onto a copy of rs, checking after
 // every block that no rule jumps to a chain that is not there: each block boundary of
 // a staged restore is a state the kernel holds for a while.
-func restoreBlocks(t *testing.T, rs *Ruleset, payload []byte, maxChains int) *Ruleset {
+func restoreBlocks(t *testing.T, rs *syntax.Ruleset, payload []byte, maxChains int) *syntax.Ruleset {
 	t.Helper()
 	out := rs.Clone()
 	start := 0
-	for i, end := range Blocks(payload) {
+	for i, end := range syntax.Blocks(payload) {
 		block := []byte(strings.Join(strings.Split(string(payload), "\n")[start:end], "\n") + "\n")
 		start = end
 		// (The generated service ports have a few chains each, far fewer than a block.)
-		if c := CountLines(block); maxChains > 0 && c.Chains > maxChains {
+		if c := syntax.CountLines(block); maxChains > 0 && c.Chains > maxChains {
 			t.Errorf("block %d has %d chain lines; the limit is %d", i+1, c.Chains, maxChains)
 		}
 		if err := out.Restore(fmt.Sprintf("block %d", i+1), bytes.NewReader(block)); err != nil {
@@ -118,11 +97,11 @@ func restoreBlocks(t *testing.T, rs *Ruleset, payload []byte, maxChains int) *Ru
 
 var targets = map[string]bool{"ACCEPT": true, "DROP": true, "REJECT": true, "RETURN": true, "MARK": true, "DNAT": true, "SNAT": true, "MASQUERADE": true, "": true}
 
-func danglingJumps(rs *Ruleset) error {
+func danglingJumps(rs *syntax.Ruleset) error {
 	for _, t := range rs.Tables {
 		for _, c := range t.Chains {
 			for _, r := range c.Rules {
-				if to := ruleTarget(r.Args); !targets[to] && t.Chain(to) == nil {
+				if to := syntax.RuleTarget(r.Args); !targets[to] && t.Chain(to) == nil {
 					return fmt.Errorf("table %s: %s jumps to %s, which is not there", t.Name, c.Name, to)
 				}
 			}
@@ -131,7 +110,7 @@ func danglingJumps(rs *Ruleset) error {
 	return nil
 }
 
-func sameView(t *testing.T, what string, got, want *Ruleset, scope Scope) {
+func sameView(t *testing.T, what string, got, want *syntax.Ruleset, scope syntax.Scope) {
 	t.Helper()
 	if d := ruleview.Unified("got", got.View(nil, scope), "want", want.View(nil, scope)); d != nil {
 		t.Errorf("%s:\n%s", what, d)
@@ -142,17 +121,17 @@ func sameView(t *testing.T, what string, got, want *Ruleset, scope Scope) {
 // dangling jump, no block declares more chains than the limit allows, and other
 // software's chains are never named.
 func TestStagedRestore(t *testing.T) {
-	a := genMap(t, 300, 5, 1)
-	b := without(a, 7, 5)
-	c := genMap(t, 300, 5, 2)
+	a := testkit.GenMap(t, 300, 5, 1)
+	b := testkit.Without(a, 7, 5)
+	c := testkit.GenMap(t, 300, 5, 2)
 	empty := mustParse(t, otherTool)
 	loaded := empty.Clone()
-	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Format: NoFlush, Previous: empty, EnsureJumps: true}))); err != nil {
+	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Previous: empty, EnsureJumps: true}))); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
-		prev *Ruleset
+		prev *syntax.Ruleset
 		next *ir.ServiceMap
 	}{
 		{"cold", empty, a},
@@ -162,10 +141,9 @@ func TestStagedRestore(t *testing.T) {
 	} {
 		for _, minimal := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s minimal=%v", tc.name, minimal), func(t *testing.T) {
-				opts := Options{Format: NoFlush, Previous: tc.prev, Minimal: minimal, EnsureJumps: true}
+				opts := Options{Previous: tc.prev, Minimal: minimal, EnsureJumps: true}
 				one := write(t, tc.next, opts)
-				opts.MaxChains = 100
-				staged := write(t, tc.next, opts)
+				staged := write(t, tc.next, opts, Blocks{MaxChains: 100})
 				if bytes.Contains(staged, []byte("OTHER-TOOL")) {
 					t.Fatal("the restore names another tool's chain")
 				}
@@ -174,13 +152,13 @@ func TestStagedRestore(t *testing.T) {
 				if err := want.Restore("one", bytes.NewReader(one)); err != nil {
 					t.Fatal(err)
 				}
-				sameView(t, "staged against one block", got, want, Everything)
-				wantNode := mustParse(t, string(write(t, tc.next, Options{Format: NoFlush})))
-				sameView(t, "kube-proxy's part against a fresh load", got, WithJumps(wantNode), KubeProxyOnly)
+				sameView(t, "staged against one block", got, want, syntax.Everything)
+				wantNode := mustParse(t, string(full(t, tc.next)))
+				sameView(t, "kube-proxy's part against a fresh load", got, rules.WithJumps(wantNode), syntax.KubeProxyOnly)
 				if other := got.Table("nat").Chain("OTHER-TOOL"); other == nil || len(other.Rules) != 1 {
 					t.Error("another tool's chain did not survive")
 				}
-				if n := len(Blocks(staged)); tc.name != "a to a" && n < 3 {
+				if n := len(syntax.Blocks(staged)); tc.name != "a to a" && n < 3 {
 					t.Errorf("%d blocks; want the restore staged", n)
 				}
 			})
@@ -191,28 +169,28 @@ func TestStagedRestore(t *testing.T) {
 // The jumps kube-proxy ensures are inserted once, in kube-proxy's order, and copies
 // are removed; other rules in the built-in chains stay where they are.
 func TestEnsureJumps(t *testing.T) {
-	sm := genMap(t, 5, 2, 1)
+	sm := testkit.GenMap(t, 5, 2, 1)
 	prev := mustParse(t, otherTool)
-	first := write(t, sm, Options{Format: NoFlush, Previous: prev, EnsureJumps: true, Minimal: true})
+	first := write(t, sm, Options{Previous: prev, EnsureJumps: true, Minimal: true})
 	state := prev.Clone()
 	if err := state.Restore("first", bytes.NewReader(first)); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"filter", "nat"} {
 		var want []string
-		for _, r := range JumpRules(table) {
-			if state.Table(table).Chain(ruleTarget(r.Args)) != nil {
+		for _, r := range rules.JumpRules(table) {
+			if state.Table(table).Chain(syntax.RuleTarget(r.Args)) != nil {
 				want = append(want, r.Text())
 			}
 		}
 		var got []string
-		for _, chain := range builtinChains[table] {
+		for _, chain := range syntax.BuiltinChains(table) {
 			c := state.Table(table).Chain(chain)
 			if c == nil {
 				continue
 			}
 			for _, r := range c.Rules {
-				if IsKubeProxyChain(ruleTarget(r.Args)) || ruleTarget(r.Args) == chainFirewall {
+				if syntax.IsKubeProxyChain(syntax.RuleTarget(r.Args)) || syntax.RuleTarget(r.Args) == syntax.ChainFirewall {
 					got = append(got, r.Text())
 				}
 			}
@@ -222,17 +200,17 @@ func TestEnsureJumps(t *testing.T) {
 		}
 	}
 	// The other tool's rules keep their places: after kube-proxy's jumps.
-	if pre := state.Table("nat").Chain("PREROUTING").Rules; ruleTarget(pre[len(pre)-1].Args) != "OTHER-TOOL" {
+	if pre := state.Table("nat").Chain("PREROUTING").Rules; syntax.RuleTarget(pre[len(pre)-1].Args) != "OTHER-TOOL" {
 		t.Errorf("PREROUTING = %v", pre)
 	}
-	if again := write(t, sm, Options{Format: NoFlush, Previous: state, EnsureJumps: true, Minimal: true}); len(again) != 0 {
+	if again := write(t, sm, Options{Previous: state, EnsureJumps: true, Minimal: true}); len(again) != 0 {
 		t.Errorf("second restore not empty:\n%s", again)
 	}
 	// A copy of a jump is removed.
 	dup := state.Clone()
 	pre := dup.Table("nat").Chain("PREROUTING")
 	pre.Rules = append(pre.Rules, pre.Rules[0])
-	fix := write(t, sm, Options{Format: NoFlush, Previous: dup, EnsureJumps: true, Minimal: true})
+	fix := write(t, sm, Options{Previous: dup, EnsureJumps: true, Minimal: true})
 	if want := "*nat\n-D PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\nCOMMIT\n"; string(fix) != want {
 		t.Errorf("restore for a doubled jump:\n%s\nwant\n%s", fix, want)
 	}
@@ -240,12 +218,12 @@ func TestEnsureJumps(t *testing.T) {
 
 // A transition turns one state into another, and touches nothing else.
 func TestTransition(t *testing.T) {
-	a := genMap(t, 200, 4, 1)
-	b := without(a, 5, 3)
+	a := testkit.GenMap(t, 200, 4, 1)
+	b := testkit.Without(a, 5, 3)
 	base := mustParse(t, otherTool)
-	state := func(sm *ir.ServiceMap) *Ruleset {
+	state := func(sm *ir.ServiceMap) *syntax.Ruleset {
 		rs := base.Clone()
-		if err := rs.Restore("load", bytes.NewReader(write(t, sm, Options{Format: NoFlush, Previous: base, EnsureJumps: true}))); err != nil {
+		if err := rs.Restore("load", bytes.NewReader(write(t, sm, Options{Previous: base, EnsureJumps: true}))); err != nil {
 			t.Fatal(err)
 		}
 		return rs
@@ -253,7 +231,7 @@ func TestTransition(t *testing.T) {
 	sa, sb := state(a), state(b)
 	for _, tc := range []struct {
 		name     string
-		from, to *Ruleset
+		from, to *syntax.Ruleset
 	}{
 		{"a to b", sa, sb},
 		{"b to a", sb, sa},
@@ -269,7 +247,7 @@ func TestTransition(t *testing.T) {
 				t.Fatal("the transition names another tool's chain")
 			}
 			got := restoreBlocks(t, tc.from, buf.Bytes(), 50)
-			sameView(t, "after the transition", got, tc.to, Everything)
+			sameView(t, "after the transition", got, tc.to, syntax.Everything)
 			var again bytes.Buffer
 			WriteTransition(&again, got, tc.to, 50)
 			if again.Len() != 0 {
@@ -296,15 +274,15 @@ func TestBuiltinEdits(t *testing.T) {
 		if err := got.Restore("edits", &buf); err != nil {
 			t.Fatal(err)
 		}
-		sameView(t, "INPUT after edits", got, want, Everything)
+		sameView(t, "INPUT after edits", got, want, syntax.Everything)
 	}
 }
 
 // Cleaned removes kube-proxy's chains and jumps in every table, and nothing else.
 func TestCleaned(t *testing.T) {
-	sm := genMap(t, 20, 3, 1)
+	sm := testkit.GenMap(t, 20, 3, 1)
 	rs := mustParse(t, otherTool)
-	if err := rs.Restore("load", bytes.NewReader(write(t, sm, Options{Format: NoFlush, Previous: rs, EnsureJumps: true}))); err != nil {
+	if err := rs.Restore("load", bytes.NewReader(write(t, sm, Options{Previous: rs, EnsureJumps: true}))); err != nil {
 		t.Fatal(err)
 	}
 	if err := rs.Restore("mangle", strings.NewReader("*mangle\n:KUBE-PROXY-CANARY - [0:0]\n:KUBE-KUBELET-CANARY - [0:0]\nCOMMIT\n")); err != nil {
@@ -315,7 +293,7 @@ func TestCleaned(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := mustParse(t, otherTool+"*mangle\n:KUBE-KUBELET-CANARY - [0:0]\nCOMMIT\n")
-	sameView(t, "cleaned", clean, want, Everything)
+	sameView(t, "cleaned", clean, want, syntax.Everything)
 
 	// kubelet's KUBE-FIREWALL with its own rule stays.
 	kubelet := mustParse(t, "*filter\n:KUBE-FIREWALL - [0:0]\n-A INPUT -j KUBE-FIREWALL\n-A KUBE-FIREWALL -m mark --mark 0x8000/0x8000 -j DROP\nCOMMIT\n")
@@ -325,7 +303,7 @@ func TestCleaned(t *testing.T) {
 
 	// Another program's chain that jumps into kube-proxy's stops cleanup.
 	bad := rs.Clone()
-	bad.Table("nat").Chain("OTHER-TOOL").Rules = append(bad.Table("nat").Chain("OTHER-TOOL").Rules, Rule{Chain: "OTHER-TOOL", Args: []string{"-j", "KUBE-SERVICES"}})
+	bad.Table("nat").Chain("OTHER-TOOL").Rules = append(bad.Table("nat").Chain("OTHER-TOOL").Rules, syntax.Rule{Chain: "OTHER-TOOL", Args: []string{"-j", "KUBE-SERVICES"}})
 	if _, err := Cleaned(bad); err == nil || !strings.Contains(err.Error(), "OTHER-TOOL") {
 		t.Errorf("err = %v; want one naming OTHER-TOOL", err)
 	}
@@ -378,10 +356,10 @@ COMMIT
 // leads to the same rules as the one that compares everything; when no rule of the
 // fixed chains changed, they are left out.
 func TestPreviousMap(t *testing.T) {
-	a := genMap(t, 200, 4, 1)
+	a := testkit.GenMap(t, 200, 4, 1)
 	base := mustParse(t, otherTool)
 	loaded := base.Clone()
-	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Format: NoFlush, Previous: base, EnsureJumps: true}))); err != nil {
+	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Previous: base, EnsureJumps: true}))); err != nil {
 		t.Fatal(err)
 	}
 	// One endpoint of every 50th service moves: no fixed-chain rule changes.
@@ -416,11 +394,11 @@ func TestPreviousMap(t *testing.T) {
 	}{
 		{"endpoints moved", &moved, false},
 		{"cluster IP changed", &readdressed, true},
-		{"services removed", without(a, 9, 1000), true},
+		{"services removed", testkit.Without(a, 9, 1000), true},
 		{"nothing changed", a, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := Options{Format: NoFlush, Previous: loaded, Minimal: true, EnsureJumps: true}
+			opts := Options{Previous: loaded, Minimal: true, EnsureJumps: true}
 			slow := write(t, tc.next, opts)
 			want := loaded.Clone()
 			if err := want.Restore("slow", bytes.NewReader(slow)); err != nil {
@@ -434,7 +412,7 @@ func TestPreviousMap(t *testing.T) {
 					t.Errorf("Changed %v: KUBE-SERVICES written: %v, want %v\n%s", changed, got, tc.wantFixed, fast)
 				}
 				got := restoreBlocks(t, loaded, fast, 0)
-				sameView(t, fmt.Sprintf("with PreviousMap, Changed %v", changed), got, want, Everything)
+				sameView(t, fmt.Sprintf("with PreviousMap, Changed %v", changed), got, want, syntax.Everything)
 				if tc.name == "endpoints moved" && bytes.Count(fast, []byte("-X KUBE-SEP-")) != 4 {
 					t.Errorf("want the 4 moved endpoints' old chains deleted:\n%s", fast)
 				}
@@ -484,7 +462,7 @@ endpoints: [{addresses: [%[3]s]}]
 		return b.String()
 	}
 	a, b := compileYAML(t, manifest("198.18.1.1")), compileYAML(t, manifest("198.18.1.2"))
-	loaded := mustParse(t, string(write(t, a, Options{Format: NoFlush})))
+	loaded := mustParse(t, string(full(t, a)))
 	for _, tc := range []struct {
 		changed []string
 		want    []string // service ports whose chains are written
@@ -494,13 +472,13 @@ endpoints: [{addresses: [%[3]s]}]
 		{[]string{"ns/web"}, []string{"ns/web:http"}},
 		{[]string{}, nil},
 	} {
-		out := write(t, b, Options{Format: NoFlush, Previous: loaded, PreviousMap: a, Changed: tc.changed, Minimal: true})
+		out := write(t, b, Options{Previous: loaded, PreviousMap: a, Changed: tc.changed, Minimal: true})
 		rs := mustParse(t, string(out))
 		var got []string
 		if nat := rs.Table("nat"); nat != nil {
 			for _, c := range nat.Chains {
 				if strings.HasPrefix(c.Name, "KUBE-SVC-") {
-					got = append(got, FindOwners(rs).Label(c.Name))
+					got = append(got, syntax.FindOwners(rs).Label(c.Name))
 				}
 			}
 		}
@@ -513,17 +491,17 @@ endpoints: [{addresses: [%[3]s]}]
 // A tally says "1 chain", "1 block" and "2 rules", as English counts them.
 func TestCountString(t *testing.T) {
 	for _, tc := range []struct {
-		c    Count
+		c    syntax.Count
 		want string
 	}{
-		{Count{Chains: 1, Rules: 1, Blocks: 1}, "1 chain written, 1 rule written, 0 rules and 0 chains deleted, in 1 block"},
-		{Count{Chains: 3, Rules: 2, DeletedRules: 1, DeletedChains: 1, Blocks: 2}, "2 chains written, 2 rules written, 1 rule and 1 chain deleted, in 2 blocks"},
+		{syntax.Count{Chains: 1, Rules: 1, Blocks: 1}, "1 chain written, 1 rule written, 0 rules and 0 chains deleted, in 1 block"},
+		{syntax.Count{Chains: 3, Rules: 2, DeletedRules: 1, DeletedChains: 1, Blocks: 2}, "2 chains written, 2 rules written, 1 rule and 1 chain deleted, in 2 blocks"},
 	} {
 		if got := tc.c.String(); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
 		}
 	}
-	if c := CountLines([]byte("*nat\n:KUBE-SVC-X - [0:0]\n-A KUBE-SVC-X -j RETURN\nCOMMIT\n")); c.String() != "1 chain written, 1 rule written, 0 rules and 0 chains deleted, in 1 block" {
+	if c := syntax.CountLines([]byte("*nat\n:KUBE-SVC-X - [0:0]\n-A KUBE-SVC-X -j RETURN\nCOMMIT\n")); c.String() != "1 chain written, 1 rule written, 0 rules and 0 chains deleted, in 1 block" {
 		t.Errorf("one chain in one block: %q", c)
 	}
 }
@@ -532,17 +510,17 @@ func TestCountString(t *testing.T) {
 // otherwise the same, leaves the same rules, tallies the same, and every block is sure
 // to change the ruleset, even one that only flushes a chain.
 func TestMarkCommits(t *testing.T) {
-	a := genMap(t, 300, 5, 1)
-	b := without(a, 7, 5)
+	a := testkit.GenMap(t, 300, 5, 1)
+	b := testkit.Without(a, 7, 5)
 	empty := mustParse(t, otherTool)
 	loaded := empty.Clone()
-	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Format: NoFlush, Previous: empty, EnsureJumps: true}))); err != nil {
+	if err := loaded.Restore("a", bytes.NewReader(write(t, a, Options{Previous: empty, EnsureJumps: true}))); err != nil {
 		t.Fatal(err)
 	}
 	const mark = ":SVCGEN-COMMIT - [0:0]\n-X SVCGEN-COMMIT\nCOMMIT\n"
 	for _, tc := range []struct {
 		name      string
-		prev      *Ruleset
+		prev      *syntax.Ruleset
 		next      *ir.ServiceMap
 		maxChains int
 	}{
@@ -551,21 +529,20 @@ func TestMarkCommits(t *testing.T) {
 		{"a to b", loaded, b, 0},
 		{"a to b, staged", loaded, b, 100},
 	} {
-		opts := Options{Format: NoFlush, Previous: tc.prev, Minimal: true, EnsureJumps: true, MaxChains: tc.maxChains}
-		plain := write(t, tc.next, opts)
-		opts.MarkCommits = true
-		marked := write(t, tc.next, opts)
+		opts := Options{Previous: tc.prev, Minimal: true, EnsureJumps: true}
+		plain := write(t, tc.next, opts, Blocks{MaxChains: tc.maxChains})
+		marked := write(t, tc.next, opts, Blocks{MaxChains: tc.maxChains, MarkCommits: true})
 		if got := strings.ReplaceAll(string(marked), mark, "COMMIT\n"); got != string(plain) {
 			t.Errorf("%s: without its marks, the restore is not the one written without them:\n%s", tc.name, marked)
 		}
-		if n, m := strings.Count(string(marked), mark), len(Blocks(marked)); n != m || n == 0 {
+		if n, m := strings.Count(string(marked), mark), len(syntax.Blocks(marked)); n != m || n == 0 {
 			t.Errorf("%s: %d marks in %d blocks", tc.name, n, m)
 		}
-		if n, sure := Commits(marked); n != len(Blocks(plain)) || !sure {
-			t.Errorf("%s: Commits = %d, %v; want %d, true", tc.name, n, sure, len(Blocks(plain)))
+		if n, sure := syntax.Commits(marked); n != len(syntax.Blocks(plain)) || !sure {
+			t.Errorf("%s: Commits = %d, %v; want %d, true", tc.name, n, sure, len(syntax.Blocks(plain)))
 		}
-		if CountLines(marked) != CountLines(plain) {
-			t.Errorf("%s: tallied %v, without the marks %v", tc.name, CountLines(marked), CountLines(plain))
+		if syntax.CountLines(marked) != syntax.CountLines(plain) {
+			t.Errorf("%s: tallied %v, without the marks %v", tc.name, syntax.CountLines(marked), syntax.CountLines(plain))
 		}
 		want, got := tc.prev.Clone(), tc.prev.Clone()
 		if err := want.Restore("plain", bytes.NewReader(plain)); err != nil {
@@ -574,22 +551,22 @@ func TestMarkCommits(t *testing.T) {
 		if err := got.Restore("marked", bytes.NewReader(marked)); err != nil {
 			t.Fatal(err)
 		}
-		sameView(t, tc.name, got, want, Everything)
+		sameView(t, tc.name, got, want, syntax.Everything)
 	}
 	// A block that only flushes a chain (the filter rules of a Service without
 	// endpoints, removed) is not sure without the mark.
-	noEndpoints := compileYAML(t, genYAML(t, gen.Options{Services: 2, Endpoints: 0, Seed: 1}))
+	noEndpoints := compileYAML(t, testkit.GenYAML(t, gen.Options{Services: 2, Endpoints: 0, Seed: 1}))
 	withRules := empty.Clone()
-	if err := withRules.Restore("no endpoints", bytes.NewReader(write(t, noEndpoints, Options{Format: NoFlush, Previous: empty, EnsureJumps: true}))); err != nil {
+	if err := withRules.Restore("no endpoints", bytes.NewReader(write(t, noEndpoints, Options{Previous: empty, EnsureJumps: true}))); err != nil {
 		t.Fatal(err)
 	}
-	none := without(noEndpoints, 1, 2)
-	opts := Options{Format: NoFlush, Previous: withRules, Minimal: true, EnsureJumps: true}
-	if _, sure := Commits(write(t, none, opts)); sure {
+	none := testkit.Without(noEndpoints, 1, 2)
+	opts := Options{Previous: withRules, Minimal: true, EnsureJumps: true}
+	if _, sure := syntax.Commits(write(t, none, opts)); sure {
 		t.Errorf("removing Services without endpoints is sure without the mark:\n%s", write(t, none, opts))
 	}
-	opts.MarkCommits = true
-	if _, sure := Commits(write(t, none, opts)); !sure {
-		t.Errorf("removing Services without endpoints is not sure with the mark:\n%s", write(t, none, opts))
+	marked := Blocks{MarkCommits: true}
+	if _, sure := syntax.Commits(write(t, none, opts, marked)); !sure {
+		t.Errorf("removing Services without endpoints is not sure with the mark:\n%s", write(t, none, opts, marked))
 	}
 }

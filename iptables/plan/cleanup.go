@@ -1,8 +1,10 @@
-package iptables
+package plan
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // Cleaned returns the ruleset without what kube-proxy or svcgen made in any mode: its
@@ -13,25 +15,23 @@ import (
 // kernel would refuse to delete the target, and the rule is not svcgen's to remove.
 //
 // WriteTransition(w, rs, Cleaned(rs)) is the restore that cleans up.
-func Cleaned(rs *Ruleset) (*Ruleset, error) {
+func Cleaned(rs *syntax.Ruleset) (*syntax.Ruleset, error) {
 	out := rs.Clone()
 	var errs []string
 	for _, t := range out.Tables {
-		owned := func(name string) bool {
-			return IsKubeProxyChain(name) || (name == chainFirewall && onlyLocalhostBlock(t.Chain(name)))
-		}
+		owned := t.KubeProxyOwns
 		kept := t.Chains[:0]
 		for _, c := range t.Chains {
-			if owned(c.Name) && !IsBuiltin(t.Name, c.Name) {
+			if owned(c.Name) && !syntax.IsBuiltin(t.Name, c.Name) {
 				continue
 			}
 			rules := c.Rules[:0]
 			for _, r := range c.Rules {
-				target := ruleTarget(r.Args)
+				target := syntax.RuleTarget(r.Args)
 				switch {
 				case !owned(target):
 					rules = append(rules, r)
-				case !IsBuiltin(t.Name, c.Name):
+				case !syntax.IsBuiltin(t.Name, c.Name):
 					errs = append(errs, fmt.Sprintf("table %s: chain %s is not kube-proxy's but jumps to %s: %s", t.Name, c.Name, target, r.Text()))
 					rules = append(rules, r)
 				}
@@ -45,23 +45,5 @@ func Cleaned(rs *Ruleset) (*Ruleset, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("cleanup would leave rules jumping to removed chains; remove them first:\n  %s", strings.Join(errs, "\n  "))
 	}
-	return Reindex(out), nil
-}
-
-// onlyLocalhostBlock reports a KUBE-FIREWALL chain that holds at most kube-proxy's rule
-// blocking outside traffic to 127.0.0.0/8.
-func onlyLocalhostBlock(c *Chain) bool {
-	if c == nil {
-		return false
-	}
-	var want lineBuf
-	localhostBlock(&want)
-	words, _ := splitWords(string(want.buf))
-	key := RuleKey(words)
-	for _, r := range c.Rules {
-		if RuleKey(r.Args) != key {
-			return false
-		}
-	}
-	return true
+	return syntax.Reindex(out), nil
 }

@@ -1,4 +1,4 @@
-package iptables
+package syntax
 
 import (
 	"crypto/sha256"
@@ -10,36 +10,44 @@ import (
 
 // Chain names kube-proxy owns. iptables chain names are at most 28 characters.
 const (
-	chainServices         = "KUBE-SERVICES"
-	chainExternalServices = "KUBE-EXTERNAL-SERVICES"
-	chainForward          = "KUBE-FORWARD"
-	chainNodePorts        = "KUBE-NODEPORTS"
-	chainProxyFirewall    = "KUBE-PROXY-FIREWALL"
-	chainFirewall         = "KUBE-FIREWALL" // kubelet's; kube-proxy writes a copy
-	chainPostrouting      = "KUBE-POSTROUTING"
-	chainMarkMasq         = "KUBE-MARK-MASQ"
+	ChainServices         = "KUBE-SERVICES"
+	ChainExternalServices = "KUBE-EXTERNAL-SERVICES"
+	ChainForward          = "KUBE-FORWARD"
+	ChainNodePorts        = "KUBE-NODEPORTS"
+	ChainProxyFirewall    = "KUBE-PROXY-FIREWALL"
+	ChainFirewall         = "KUBE-FIREWALL" // kubelet's; kube-proxy writes a copy
+	ChainPostrouting      = "KUBE-POSTROUTING"
+	ChainMarkMasq         = "KUBE-MARK-MASQ"
 )
 
-// chainCommitMark is the chain that each block of a restore written with
+// CommitMark is the chain that each block of a restore written with
 // Options.MarkCommits declares and deletes again before its COMMIT, so that
 // iptables-nft commits the block whatever the kernel already holds. Neither kube-proxy
 // nor anything else svcgen writes has a chain of this name, and it never outlives the
 // block.
-const chainCommitMark = "SVCGEN-COMMIT"
+const CommitMark = "SVCGEN-COMMIT"
+
+// LocalhostBlock is KUBE-FIREWALL's one rule (kubelet writes the same): packets to
+// 127.0.0.0/8 from elsewhere are dropped unless they belong to a connection.
+var LocalhostBlock = []string{
+	"-m", "comment", "--comment", "block incoming localnet connections",
+	"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8",
+	"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP",
+}
 
 // Prefixes of the per-service-port chains.
 const (
-	prefixSVC = "KUBE-SVC-" // Cluster traffic policy: all usable endpoints
-	prefixSVL = "KUBE-SVL-" // Local traffic policy: this node's endpoints
-	prefixEXT = "KUBE-EXT-" // external destinations (node port, external IP, LB IP)
-	prefixFW  = "KUBE-FW-"  // loadBalancerSourceRanges check
-	prefixSEP = "KUBE-SEP-" // one endpoint: hairpin masquerade and DNAT
+	PrefixSVC = "KUBE-SVC-" // Cluster traffic policy: all usable endpoints
+	PrefixSVL = "KUBE-SVL-" // Local traffic policy: this node's endpoints
+	PrefixEXT = "KUBE-EXT-" // external destinations (node port, external IP, LB IP)
+	PrefixFW  = "KUBE-FW-"  // loadBalancerSourceRanges check
+	PrefixSEP = "KUBE-SEP-" // one endpoint: hairpin masquerade and DNAT
 )
 
 // IsServiceChain reports a per-service chain name, the ones kube-proxy deletes when no
 // Service uses them any more (upstream's isServiceChainName).
 func IsServiceChain(name string) bool {
-	for _, p := range []string{prefixSVC, prefixSVL, prefixSEP, prefixFW, prefixEXT} {
+	for _, p := range []string{PrefixSVC, PrefixSVL, PrefixSEP, PrefixFW, PrefixEXT} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
@@ -71,26 +79,23 @@ type ServiceChains struct {
 	SVC, SVL, EXT, FW string
 }
 
-// serviceChains names a service port's chains.
-func serviceChains(spn, proto string) ServiceChains {
+// ServiceChainsFor names the chains of a service port ("ns/svc:port", "tcp").
+func ServiceChainsFor(spn, proto string) ServiceChains {
 	h := hash16(spn, proto)
-	return ServiceChains{SVC: prefixSVC + h, SVL: prefixSVL + h, EXT: prefixEXT + h, FW: prefixFW + h}
+	return ServiceChains{SVC: PrefixSVC + h, SVL: PrefixSVL + h, EXT: PrefixEXT + h, FW: PrefixFW + h}
 }
 
 // EndpointChain names the KUBE-SEP chain of an endpoint ("10.180.0.1:80", "[fd00::1]:80").
 func EndpointChain(spn, proto, endpoint string) string {
-	return prefixSEP + hash16(spn, proto, endpoint)
+	return PrefixSEP + hash16(spn, proto, endpoint)
 }
 
-// ServiceChainsFor names the chains of a service port; exported for trace and diff,
-// which annotate hashed names with their Service.
-func ServiceChainsFor(spn, proto string) ServiceChains { return serviceChains(spn, proto) }
-
-// probabilities caches 1/n printed as upstream does: "%0.10f", so 1/3 is 0.3333333333
+// Probabilities caches 1/n printed as upstream does: "%0.10f", so 1/3 is 0.3333333333
 // and 1/100001 is 0.0000099999.
-type probabilities []string
+type Probabilities []string
 
-func (c *probabilities) get(n int) string {
+// Get is 1/n as upstream prints it.
+func (c *Probabilities) Get(n int) string {
 	for len(*c) <= n {
 		k := len(*c)
 		if k == 0 {
@@ -106,15 +111,15 @@ func (c *probabilities) get(n int) string {
 // this version and older ones), in any table: what cleanup removes, with every
 // per-service chain (cleanupPrefixes).
 var kubeProxyChains = []string{
-	chainServices, chainExternalServices, chainForward, chainNodePorts, chainProxyFirewall,
-	chainPostrouting, chainMarkMasq, "KUBE-PROXY-CANARY",
+	ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall,
+	ChainPostrouting, ChainMarkMasq, "KUBE-PROXY-CANARY",
 	// ipvs mode
 	"KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-SOURCE-RANGES-FIREWALL",
 	"KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER",
 }
 
 // cleanupPrefixes name per-service chains, with KUBE-XLB- of kube-proxy before 1.24.
-var cleanupPrefixes = []string{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixSEP, "KUBE-XLB-"}
+var cleanupPrefixes = []string{PrefixSVC, PrefixSVL, PrefixEXT, PrefixFW, PrefixSEP, "KUBE-XLB-"}
 
 // IsKubeProxyChain reports a chain that kube-proxy (or svcgen) made in some mode and
 // that cleanup removes. KUBE-FIREWALL is kubelet's as well and is judged by its rules

@@ -1,21 +1,23 @@
-package iptables
+package rules
 
 import (
 	"strconv"
+
+	"github.com/svcgen/svcgen/iptables/syntax"
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 )
 
-// portPlan is one service port with its chain names and kube-proxy's decisions, made
+// Port is one service port with its chain names and kube-proxy's decisions, made
 // once and read by every step that writes its rules.
-type portPlan struct {
+type Port struct {
 	p      *ir.Port
 	spn    string // "ns/svc:port"
 	proto  string // "tcp"
 	port   string // service port as text
 	cip    string
-	chains ServiceChains
+	chains syntax.ServiceChains
 	// seps names the endpoint chains, indexed like p.Endpoints; "" for endpoints not
 	// reachable from this node.
 	seps []string
@@ -30,8 +32,8 @@ type portPlan struct {
 
 // planPort plans a port; without endpoints it leaves the endpoint chains unnamed
 // (hashing them is most of a plan's cost), enough for the frontend rules.
-func (e *emitter) planPort(p *ir.Port, withEndpoints bool) *portPlan {
-	pp := &portPlan{
+func (e *Emitter) planPort(p *ir.Port, withEndpoints bool) *Port {
+	pp := &Port{
 		p:        p,
 		spn:      p.Name.String(),
 		proto:    p.Protocol.Lower(),
@@ -40,11 +42,11 @@ func (e *emitter) planPort(p *ir.Port, withEndpoints bool) *portPlan {
 		internal: p.Internal(),
 		external: p.External(),
 	}
-	pp.chains = serviceChains(pp.spn, pp.proto)
+	pp.chains = syntax.ServiceChainsFor(pp.spn, pp.proto)
 	if withEndpoints {
 		pp.seps = make([]string, len(p.Endpoints))
 		for _, i := range p.Reachable {
-			pp.seps[i] = EndpointChain(pp.spn, pp.proto, p.Endpoints[i].String())
+			pp.seps[i] = syntax.EndpointChain(pp.spn, pp.proto, p.Endpoints[i].String())
 		}
 	}
 	pp.usesEXT = p.HasEndpoints && p.ExternallyAccessible()
@@ -69,15 +71,15 @@ func (e *emitter) planPort(p *ir.Port, withEndpoints bool) *portPlan {
 func hasRoute(r ir.Route) bool { return r == ir.ToCluster || r == ir.ToLocal }
 
 // verdict is the filter target and comment for traffic with nowhere to go.
-func (pp *portPlan) verdict(r ir.Route) (target, comment string) {
+func (pp *Port) verdict(r ir.Route) (target, comment string) {
 	if r == ir.Reject {
 		return "REJECT", pp.spn + " has no endpoints"
 	}
 	return "DROP", pp.spn + " has no local endpoints"
 }
 
-// chainNames lists the nat chains the port owns, in the order kube-proxy declares them.
-func (pp *portPlan) chainNames(dst []string) []string {
+// ChainNames lists the nat chains the port owns, in the order kube-proxy declares them.
+func (pp *Port) ChainNames(dst []string) []string {
 	if pp.usesEXT {
 		dst = append(dst, pp.chains.EXT)
 	}
@@ -97,63 +99,63 @@ func (pp *portPlan) chainNames(dst []string) []string {
 }
 
 // match writes "-m tcp -p tcp -d IP --dport PORT".
-func (pp *portPlan) match(b *lineBuf, dst, port string) {
-	b.w("-m", pp.proto, "-p", pp.proto, "-d", dst, "--dport", port)
+func (pp *Port) match(b *syntax.Buffer, dst, port string) {
+	b.Words("-m", pp.proto, "-p", pp.proto, "-d", dst, "--dport", port)
 }
 
-// frontFilter writes the port's filter-table rules: verdicts for traffic that has no
+// FrontFilter writes the port's filter-table rules: verdicts for traffic that has no
 // endpoint to go to, the firewall drop for load-balancer IPs, the health-check accept
 // (kube-proxy's steps "capture clusterIP / externalIPs / load-balancer / nodeports /
 // healthCheckNodePorts", filter half).
-func (e *emitter) frontFilter(pp *portPlan, b *lineBuf) {
+func (e *Emitter) FrontFilter(pp *Port, b *syntax.Buffer) {
 	p := pp.p
 	if !hasRoute(pp.internal) {
 		target, comment := pp.verdict(pp.internal)
-		b.start(chainServices)
-		b.comment(comment)
+		b.Start(syntax.ChainServices)
+		b.Comment(comment)
 		pp.match(b, pp.cip, pp.port)
-		b.w("-j", target)
-		b.end()
+		b.Words("-j", target)
+		b.End()
 	}
 	extTarget, extComment := pp.verdict(pp.external)
 	for _, ip := range p.ExternalIPs {
 		if !hasRoute(pp.external) {
-			b.start(chainExternalServices)
-			b.comment(extComment)
+			b.Start(syntax.ChainExternalServices)
+			b.Comment(extComment)
 			pp.match(b, ip.String(), pp.port)
-			b.w("-j", extTarget)
-			b.end()
+			b.Words("-j", extTarget)
+			b.End()
 		}
 	}
 	for _, ip := range p.LoadBalancerIPs {
 		if pp.usesFW {
-			b.start(chainProxyFirewall)
-			b.comment(pp.spn + " traffic not accepted by " + pp.chains.FW)
+			b.Start(syntax.ChainProxyFirewall)
+			b.Comment(pp.spn + " traffic not accepted by " + pp.chains.FW)
 			pp.match(b, ip.String(), pp.port)
-			b.w("-j", "DROP")
-			b.end()
+			b.Words("-j", "DROP")
+			b.End()
 		}
 	}
 	if !hasRoute(pp.external) {
 		for _, ip := range p.LoadBalancerIPs {
-			b.start(chainExternalServices)
-			b.comment(extComment)
+			b.Start(syntax.ChainExternalServices)
+			b.Comment(extComment)
 			pp.match(b, ip.String(), pp.port)
-			b.w("-j", extTarget)
-			b.end()
+			b.Words("-j", extTarget)
+			b.End()
 		}
 		if p.NodePort != 0 {
-			b.start(chainExternalServices)
-			b.comment(extComment)
-			b.w("-m", "addrtype", "--dst-type", "LOCAL", "-m", pp.proto, "-p", pp.proto, "--dport", strconv.Itoa(int(p.NodePort)), "-j", extTarget)
-			b.end()
+			b.Start(syntax.ChainExternalServices)
+			b.Comment(extComment)
+			b.Words("-m", "addrtype", "--dst-type", "LOCAL", "-m", pp.proto, "-p", pp.proto, "--dport", strconv.Itoa(int(p.NodePort)), "-j", extTarget)
+			b.End()
 		}
 	}
 	if p.HealthCheckNodePort != 0 {
-		b.start(chainNodePorts)
-		b.comment(pp.spn + " health check node port")
-		b.w("-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(int(p.HealthCheckNodePort)), "-j", "ACCEPT")
-		b.end()
+		b.Start(syntax.ChainNodePorts)
+		b.Comment(pp.spn + " health check node port")
+		b.Words("-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(int(p.HealthCheckNodePort)), "-j", "ACCEPT")
+		b.End()
 	}
 }
 
@@ -163,71 +165,71 @@ const nfacctLocalhostNodePorts = "localhost_nps_accepted_pkts"
 // nfacctInvalidDropped counts packets KUBE-FORWARD drops as INVALID.
 const nfacctInvalidDropped = "ct_state_invalid_dropped_pkts"
 
-// frontNat writes the port's rules in KUBE-SERVICES and KUBE-NODEPORTS (nat half of the
+// FrontNat writes the port's rules in KUBE-SERVICES and KUBE-NODEPORTS (nat half of the
 // capture steps). A port with no endpoint anywhere writes none.
-func (e *emitter) frontNat(pp *portPlan, b *lineBuf) {
+func (e *Emitter) FrontNat(pp *Port, b *syntax.Buffer) {
 	p := pp.p
 	if hasRoute(pp.internal) {
-		b.start(chainServices)
-		b.comment(pp.spn + " cluster IP")
+		b.Start(syntax.ChainServices)
+		b.Comment(pp.spn + " cluster IP")
 		pp.match(b, pp.cip, pp.port)
-		b.w("-j", pp.intChain)
-		b.end()
+		b.Words("-j", pp.intChain)
+		b.End()
 	}
 	if !p.HasEndpoints {
 		return
 	}
 	for _, ip := range p.ExternalIPs {
-		b.start(chainServices)
-		b.comment(pp.spn + " external IP")
+		b.Start(syntax.ChainServices)
+		b.Comment(pp.spn + " external IP")
 		pp.match(b, ip.String(), pp.port)
-		b.w("-j", pp.chains.EXT)
-		b.end()
+		b.Words("-j", pp.chains.EXT)
+		b.End()
 	}
 	for _, ip := range p.LoadBalancerIPs {
-		b.start(chainServices)
-		b.comment(pp.spn + " loadbalancer IP")
+		b.Start(syntax.ChainServices)
+		b.Comment(pp.spn + " loadbalancer IP")
 		pp.match(b, ip.String(), pp.port)
-		b.w("-j", pp.lbChain)
-		b.end()
+		b.Words("-j", pp.lbChain)
+		b.End()
 	}
 	if p.NodePort == 0 {
 		return
 	}
 	np := strconv.Itoa(int(p.NodePort))
 	if e.sm.NodePorts.Localhost && e.sm.Family == model.IPv4 && e.sm.Host.NFAcct {
-		b.start(chainNodePorts)
-		b.comment(pp.spn)
-		b.w("-m", pp.proto, "-p", pp.proto, "-d", "127.0.0.0/8", "--dport", np, "-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePorts, "-j", pp.chains.EXT)
-		b.end()
+		b.Start(syntax.ChainNodePorts)
+		b.Comment(pp.spn)
+		b.Words("-m", pp.proto, "-p", pp.proto, "-d", "127.0.0.0/8", "--dport", np, "-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePorts, "-j", pp.chains.EXT)
+		b.End()
 	}
-	b.start(chainNodePorts)
-	b.comment(pp.spn)
-	b.w("-m", pp.proto, "-p", pp.proto, "--dport", np, "-j", pp.chains.EXT)
-	b.end()
+	b.Start(syntax.ChainNodePorts)
+	b.Comment(pp.spn)
+	b.Words("-m", pp.proto, "-p", pp.proto, "--dport", np, "-j", pp.chains.EXT)
+	b.End()
 }
 
-// chainDecls declares the port's own chains.
-func (e *emitter) chainDecls(pp *portPlan, b *lineBuf) {
+// ChainDecls declares the port's own chains.
+func (e *Emitter) ChainDecls(pp *Port, b *syntax.Buffer) {
 	var names [8]string
-	for _, n := range pp.chainNames(names[:0]) {
-		b.chainLine(n, "-")
+	for _, n := range pp.ChainNames(names[:0]) {
+		b.ChainLine(n, "-")
 	}
 }
 
-// chainRules writes the rules of the port's own chains: internal masquerade, EXT, FW,
+// ChainRules writes the rules of the port's own chains: internal masquerade, EXT, FW,
 // SVC, SVL and every SEP (kube-proxy's steps after the partial-sync cut).
-func (e *emitter) chainRules(pp *portPlan, b *lineBuf) {
+func (e *Emitter) ChainRules(pp *Port, b *syntax.Buffer) {
 	p := pp.p
 	if hasRoute(pp.internal) && (e.sm.MasqueradeAll || e.sm.LocalDetector.Implemented()) {
-		b.start(pp.intChain)
-		b.comment(pp.spn + " cluster IP")
+		b.Start(pp.intChain)
+		b.Comment(pp.spn + " cluster IP")
 		pp.match(b, pp.cip, pp.port)
 		if !e.sm.MasqueradeAll {
 			e.ifNotLocal(b)
 		}
-		b.w("-j", chainMarkMasq)
-		b.end()
+		b.Words("-j", syntax.ChainMarkMasq)
+		b.End()
 	}
 	if pp.usesEXT {
 		e.externalRules(pp, b)
@@ -246,128 +248,128 @@ func (e *emitter) chainRules(pp *portPlan, b *lineBuf) {
 	}
 }
 
-func (e *emitter) externalRules(pp *portPlan, b *lineBuf) {
+func (e *Emitter) externalRules(pp *Port, b *syntax.Buffer) {
 	ext := pp.chains.EXT
 	if !pp.p.ExternalPolicyLocal {
-		b.start(ext)
-		b.comment("masquerade traffic for " + pp.spn + " external destinations")
-		b.w("-j", chainMarkMasq)
-		b.end()
+		b.Start(ext)
+		b.Comment("masquerade traffic for " + pp.spn + " external destinations")
+		b.Words("-j", syntax.ChainMarkMasq)
+		b.End()
 	} else {
 		if e.sm.LocalDetector.Implemented() {
-			b.start(ext)
-			b.comment("pod traffic for " + pp.spn + " external destinations")
+			b.Start(ext)
+			b.Comment("pod traffic for " + pp.spn + " external destinations")
 			e.ifLocal(b)
-			b.w("-j", pp.chains.SVC)
-			b.end()
+			b.Words("-j", pp.chains.SVC)
+			b.End()
 		}
-		b.start(ext)
-		b.comment("masquerade LOCAL traffic for " + pp.spn + " external destinations")
-		b.w("-m", "addrtype", "--src-type", "LOCAL", "-j", chainMarkMasq)
-		b.end()
-		b.start(ext)
-		b.comment("route LOCAL traffic for " + pp.spn + " external destinations")
-		b.w("-m", "addrtype", "--src-type", "LOCAL", "-j", pp.chains.SVC)
-		b.end()
+		b.Start(ext)
+		b.Comment("masquerade LOCAL traffic for " + pp.spn + " external destinations")
+		b.Words("-m", "addrtype", "--src-type", "LOCAL", "-j", syntax.ChainMarkMasq)
+		b.End()
+		b.Start(ext)
+		b.Comment("route LOCAL traffic for " + pp.spn + " external destinations")
+		b.Words("-m", "addrtype", "--src-type", "LOCAL", "-j", pp.chains.SVC)
+		b.End()
 	}
 	if hasRoute(pp.external) {
-		b.start(ext)
-		b.w("-j", pp.extPolicyChain)
-		b.end()
+		b.Start(ext)
+		b.Words("-j", pp.extPolicyChain)
+		b.End()
 	}
 }
 
-func (e *emitter) firewallRules(pp *portPlan, b *lineBuf) {
+func (e *Emitter) firewallRules(pp *Port, b *syntax.Buffer) {
 	fw, comment := pp.chains.FW, pp.spn+" loadbalancer IP"
 	for _, r := range pp.p.SourceRanges {
-		b.start(fw)
-		b.comment(comment)
-		b.w("-s", r.String(), "-j", pp.chains.EXT)
-		b.end()
+		b.Start(fw)
+		b.Comment(comment)
+		b.Words("-s", r.String(), "-j", pp.chains.EXT)
+		b.End()
 	}
 	if pp.p.FirewallAllowsNode(e.sm.Node.IP) {
 		for _, ip := range pp.p.LoadBalancerIPs {
-			b.start(fw)
-			b.comment(comment)
-			b.w("-s", ip.String(), "-j", pp.chains.EXT)
-			b.end()
+			b.Start(fw)
+			b.Comment(comment)
+			b.Words("-s", ip.String(), "-j", pp.chains.EXT)
+			b.End()
 		}
 	}
-	b.start(fw)
-	b.comment("other traffic to " + pp.spn + " will be dropped by KUBE-PROXY-FIREWALL")
-	b.end()
+	b.Start(fw)
+	b.Comment("other traffic to " + pp.spn + " will be dropped by KUBE-PROXY-FIREWALL")
+	b.End()
 }
 
 // dispatch spreads a policy chain over endpoints: affinity checks first, then
 // "-m statistic" rules with probability 1/(n-i), the last one unconditional.
-func (e *emitter) dispatch(pp *portPlan, chain string, idx []int, b *lineBuf) {
+func (e *Emitter) dispatch(pp *Port, chain string, idx []int, b *syntax.Buffer) {
 	p := pp.p
 	if p.AffinitySeconds > 0 {
 		secs := strconv.Itoa(p.AffinitySeconds)
 		for _, i := range idx {
-			b.start(chain)
+			b.Start(chain)
 			e.endpointComment(pp, i, b)
-			b.w("-m", "recent", "--name", pp.seps[i], "--rcheck", "--seconds", secs, "--reap", "-j", pp.seps[i])
-			b.end()
+			b.Words("-m", "recent", "--name", pp.seps[i], "--rcheck", "--seconds", secs, "--reap", "-j", pp.seps[i])
+			b.End()
 		}
 	}
 	n := len(idx)
 	for k, i := range idx {
-		b.start(chain)
+		b.Start(chain)
 		e.endpointComment(pp, i, b)
 		if k < n-1 {
-			b.w("-m", "statistic", "--mode", "random", "--probability", e.probs.get(n-k))
+			b.Words("-m", "statistic", "--mode", "random", "--probability", e.probs.Get(n-k))
 		}
-		b.w("-j", pp.seps[i])
-		b.end()
+		b.Words("-j", pp.seps[i])
+		b.End()
 	}
 }
 
 // endpointComment is "<spn> -> <ep>", left out in large-cluster mode.
-func (e *emitter) endpointComment(pp *portPlan, i int, b *lineBuf) {
+func (e *Emitter) endpointComment(pp *Port, i int, b *syntax.Buffer) {
 	if !e.sm.LargeCluster {
-		b.comment(pp.spn + " -> " + pp.p.Endpoints[i].String())
+		b.Comment(pp.spn + " -> " + pp.p.Endpoints[i].String())
 	}
 }
 
 // endpointRules writes a KUBE-SEP chain: masquerade hairpin traffic (the endpoint
 // reaching itself through the Service), then DNAT.
-func (e *emitter) endpointRules(pp *portPlan, i int, b *lineBuf) {
+func (e *Emitter) endpointRules(pp *Port, i int, b *syntax.Buffer) {
 	ep := pp.p.Endpoints[i]
 	sep := pp.seps[i]
-	b.start(sep)
+	b.Start(sep)
 	if !e.sm.LargeCluster {
-		b.comment(pp.spn)
+		b.Comment(pp.spn)
 	}
-	b.w("-s", ep.IP.String(), "-j", chainMarkMasq)
-	b.end()
-	b.start(sep)
+	b.Words("-s", ep.IP.String(), "-j", syntax.ChainMarkMasq)
+	b.End()
+	b.Start(sep)
 	if !e.sm.LargeCluster {
-		b.comment(pp.spn)
+		b.Comment(pp.spn)
 	}
 	if pp.p.AffinitySeconds > 0 {
-		b.w("-m", "recent", "--name", sep, "--set")
+		b.Words("-m", "recent", "--name", sep, "--set")
 	}
-	b.w("-m", pp.proto, "-p", pp.proto, "-j", "DNAT", "--to-destination", ep.String())
-	b.end()
+	b.Words("-m", pp.proto, "-p", pp.proto, "-j", "DNAT", "--to-destination", ep.String())
+	b.End()
 }
 
 // ifLocal and ifNotLocal write the local-traffic detector's match.
-func (e *emitter) ifLocal(b *lineBuf) { e.detector(b, false) }
+func (e *Emitter) ifLocal(b *syntax.Buffer) { e.detector(b, false) }
 
-func (e *emitter) ifNotLocal(b *lineBuf) { e.detector(b, true) }
+func (e *Emitter) ifNotLocal(b *syntax.Buffer) { e.detector(b, true) }
 
-func (e *emitter) detector(b *lineBuf, not bool) {
+func (e *Emitter) detector(b *syntax.Buffer, not bool) {
 	d := e.sm.LocalDetector
 	if not {
-		b.w("!")
+		b.Words("!")
 	}
 	switch d.Mode {
 	case "ClusterCIDR", "NodeCIDR":
-		b.w("-s", d.CIDR.Masked().String())
+		b.Words("-s", d.CIDR.Masked().String())
 	case "BridgeInterface":
-		b.w("-i", d.Interface)
+		b.Words("-i", d.Interface)
 	case "InterfaceNamePrefix":
-		b.w("-i", d.Interface+"+")
+		b.Words("-i", d.Interface+"+")
 	}
 }

@@ -1,4 +1,4 @@
-package iptables
+package plan
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/svcgen/svcgen/iptables/rules"
+	"github.com/svcgen/svcgen/iptables/syntax"
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/gen"
@@ -21,7 +24,7 @@ var sessionOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDis
 
 func generated(t testing.TB, services int) *model.Cluster {
 	t.Helper()
-	return testkit.Load(t, "gen.yaml", genYAML(t, gen.Options{Services: services, Endpoints: 4, Seed: 3}))
+	return testkit.Load(t, "gen.yaml", testkit.GenYAML(t, gen.Options{Services: services, Endpoints: 4, Seed: 3}))
 }
 
 // fullCompile is what a fresh run gives for the same inputs (sessionOpts are the
@@ -148,7 +151,7 @@ func TestSessionAndChanges(t *testing.T) {
 			t.Errorf("%s: update says all=%v changed=%v, want all=%v changed=%v", s.name, up.All, up.Changed, s.all, s.changed)
 		}
 		for _, variant := range []string{"hint", "compare", "full sync"} {
-			opts := Options{Format: NoFlush, Previous: payload(t, prev), PreviousMap: prev, Minimal: true}
+			opts := Options{Previous: payload(t, prev), PreviousMap: prev, Minimal: true}
 			switch variant {
 			case "hint":
 				opts.Changed = up.Changed
@@ -197,13 +200,13 @@ func dropAll[T comparable](list, gone []T) []T {
 	return keep
 }
 
-func payload(t *testing.T, sm *ir.ServiceMap) *Ruleset {
+func payload(t *testing.T, sm *ir.ServiceMap) *syntax.Ruleset {
 	t.Helper()
 	var b bytes.Buffer
-	if err := Write(&b, sm, Options{Format: NoFlush}); err != nil {
+	if err := rules.Write(&b, sm, rules.Options{Format: rules.NoFlush}); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := ParseBytes("payload", b.Bytes())
+	rs, err := syntax.ParseBytes("payload", b.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,9 +216,9 @@ func payload(t *testing.T, sm *ir.ServiceMap) *Ruleset {
 // restoreOver does what `iptables-restore --noflush` does with text on a node holding
 // state: a chain line creates or flushes the chain, -A appends, -X deletes a chain,
 // which must be empty and unreferenced.
-func restoreOver(t *testing.T, state *Ruleset, text []byte) *Ruleset {
+func restoreOver(t *testing.T, state *syntax.Ruleset, text []byte) *syntax.Ruleset {
 	t.Helper()
-	delta, err := ParseBytes("changes", text)
+	delta, err := syntax.ParseBytes("changes", text)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
@@ -225,16 +228,18 @@ func restoreOver(t *testing.T, state *Ruleset, text []byte) *Ruleset {
 			if !c.Declared {
 				t.Errorf("the changes append to chain %s without declaring it", c.Name)
 			}
-			st.chain(c.Name).Rules = c.Rules
 		}
 		for _, name := range dt.Deleted {
-			// The parser has already taken the chain line that flushed it.
 			if st.Chain(name) == nil {
 				t.Errorf("-X %s: no such chain", name)
 			}
-			st.remove(name)
 		}
-		for _, c := range st.Chains {
+	}
+	if err := state.Restore("changes", bytes.NewReader(text)); err != nil {
+		t.Fatal(err)
+	}
+	for _, dt := range delta.Tables {
+		for _, c := range state.Table(dt.Name).Chains {
 			for _, r := range c.Rules {
 				for _, name := range dt.Deleted {
 					if strings.Contains(" "+strings.Join(r.Args, " ")+" ", " "+name+" ") {
@@ -247,7 +252,7 @@ func restoreOver(t *testing.T, state *Ruleset, text []byte) *Ruleset {
 	return state
 }
 
-func dumpRules(rs *Ruleset) string {
+func dumpRules(rs *syntax.Ruleset) string {
 	var lines []string
 	for _, tb := range rs.Tables {
 		for _, c := range tb.Chains {

@@ -1,4 +1,4 @@
-package iptables
+package syntax
 
 import (
 	"bytes"
@@ -339,35 +339,85 @@ func splitWords(l string) ([]string, error) {
 
 // Text prints the rule as iptables-restore reads it: "-A CHAIN args".
 func (r Rule) Text() string {
-	var b lineBuf
-	b.start(r.Chain)
-	writeArgs(&b, r.Args)
+	var b Buffer
+	b.Start(r.Chain)
+	b.Args(r.Args)
 	return string(b.buf)
 }
 
 // Write prints a ruleset in iptables-restore form: for each table its chain lines, its
 // rules chain by chain, its -X lines and COMMIT.
 func (rs *Ruleset) Write(w io.Writer) error {
-	b := &lineBuf{out: w}
+	b := &Buffer{out: w}
 	for _, t := range rs.Tables {
-		b.line("*" + t.Name)
+		b.Line("*" + t.Name)
 		for _, c := range t.Chains {
 			if c.Declared {
-				b.chainLine(c.Name, c.Policy)
+				b.ChainLine(c.Name, c.Policy)
 			}
 		}
 		for _, c := range t.Chains {
 			for _, r := range c.Rules {
-				b.start(r.Chain)
-				writeArgs(b, r.Args)
-				b.end()
+				b.Start(r.Chain)
+				b.Args(r.Args)
+				b.End()
 			}
 		}
 		for _, d := range t.Deleted {
-			b.line("-X", d)
+			b.Line("-X", d)
 		}
-		b.line("COMMIT")
+		b.Line("COMMIT")
 	}
-	b.flush()
+	b.Flush()
 	return b.err
+}
+
+// builtins are netfilter's built-in chains per table. They are never created or
+// deleted, and a chain line for one in a --noflush restore sets its policy without
+// flushing it.
+var builtins = map[string][]string{
+	"filter":   {"INPUT", "FORWARD", "OUTPUT"},
+	"nat":      {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
+	"mangle":   {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
+	"raw":      {"PREROUTING", "OUTPUT"},
+	"security": {"INPUT", "FORWARD", "OUTPUT"},
+}
+
+// BuiltinChains are the built-in chains of a table, in the order iptables-save lists
+// them.
+func BuiltinChains(table string) []string { return builtins[table] }
+
+// IsBuiltin reports a built-in chain of a table.
+func IsBuiltin(table, chain string) bool {
+	return slices.Contains(builtins[table], chain)
+}
+
+// Clone returns a copy of the ruleset that can be changed (Restore) on its own. Rule
+// words are shared: nothing changes them in place.
+func (rs *Ruleset) Clone() *Ruleset {
+	out := &Ruleset{Tables: make([]*Table, len(rs.Tables))}
+	for i, t := range rs.Tables {
+		nt := &Table{Name: t.Name, Chains: make([]*Chain, len(t.Chains)), Deleted: slices.Clone(t.Deleted)}
+		for j, c := range t.Chains {
+			nc := *c
+			nc.Rules = slices.Clone(c.Rules)
+			nt.Chains[j] = &nc
+		}
+		out.Tables[i] = nt
+	}
+	return Reindex(out)
+}
+
+// RuleTarget is the chain or target a rule's -j or -g names, "" if none.
+func RuleTarget(args []string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--comment" {
+			i++
+			continue
+		}
+		if args[i] == "-j" || args[i] == "-g" || args[i] == "--jump" || args[i] == "--goto" {
+			return args[i+1]
+		}
+	}
+	return ""
 }

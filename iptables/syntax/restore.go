@@ -1,4 +1,4 @@
-package iptables
+package syntax
 
 import "io"
 
@@ -6,33 +6,32 @@ import "io"
 // companion chains) through this package's one line writer, so quoting and newlines
 // are decided in one place. Errors are sticky; Close reports the first.
 type RestoreWriter struct {
-	b lineBuf
+	b Buffer
 }
 
 // NewRestoreWriter writes to w.
 func NewRestoreWriter(w io.Writer) *RestoreWriter {
-	return &RestoreWriter{b: lineBuf{out: w}}
+	return &RestoreWriter{b: Buffer{out: w}}
 }
 
 // Table starts a table: "*name".
-func (w *RestoreWriter) Table(name string) { w.b.line("*" + name) }
+func (w *RestoreWriter) Table(name string) { w.b.Line("*" + name) }
 
 // Chain declares a chain, which flushes it under --noflush: ":NAME - [0:0]".
-func (w *RestoreWriter) Chain(name string) { w.b.chainLine(name, "-") }
+func (w *RestoreWriter) Chain(name string) { w.b.ChainLine(name, "-") }
 
 // Rule appends "-A chain args...". A "-m comment --comment TEXT" run in args is
 // quoted as kube-proxy quotes it; text that could break the file is an error.
 func (w *RestoreWriter) Rule(chain string, args ...string) {
-	w.b.start(chain)
-	writeArgs(&w.b, args)
-	w.b.end()
+	w.b.Start(chain)
+	w.b.Args(args)
+	w.b.End()
 }
 
 // Commit ends a table.
-func (w *RestoreWriter) Commit() { w.b.line("COMMIT") }
+func (w *RestoreWriter) Commit() { w.b.Line("COMMIT") }
 
 // Close flushes what is buffered and returns the first error.
 func (w *RestoreWriter) Close() error {
-	w.b.flush()
-	return w.b.err
+	return w.b.Flush()
 }
