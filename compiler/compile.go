@@ -7,6 +7,7 @@ import (
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // Mode is a kube-proxy mode; it picks which section of the configuration
@@ -29,9 +30,11 @@ type Options struct {
 	// Family overrides the NodeEnvironment's IP family (one compile per family on a
 	// dual-stack node).
 	Family model.IPFamily
-	// PreferSameTrafficDistribution is the feature gate; the configuration's
-	// featureGates override it.
-	PreferSameTrafficDistribution bool
+	// Release is the kube-proxy release to write for; the zero Release: the one the
+	// Nodes' kubelets run, else the newest (see pickTarget).
+	Release release.Release
+	// Gates are feature gates set on the command line, over the configuration's.
+	Gates map[string]bool
 }
 
 // Compile builds the service map of one node from a resolved cluster.
@@ -50,10 +53,17 @@ func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
 	if opts.Family != "" {
 		family = opts.Family
 	}
-	sm := &ir.ServiceMap{Family: family}
+	target, err := pickTarget(c, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Mode == IPVS && !target.Layout.IPVS {
+		return nil, &GateError{Err: fmt.Errorf("mode ipvs: kube-proxy %s with KubeProxyIPVS=false has no ipvs mode (want iptables or nftables)", target.Release)}
+	}
+	sm := &ir.ServiceMap{Family: family, Target: target}
 	sm.Node = nodeInfo(nodeName, node, env, cfg, family)
 	applyConfig(sm, cfg, node, opts.Mode, &errs)
-	sm.Host = ir.Host{RandomFully: env.RandomFully, NFAcct: env.NFAcct, TCPBeLiberal: env.TCPBeLiberal}
+	sm.Host = ir.Host{RandomFully: env.RandomFully || target.Layout.RandomFullyAlways, NFAcct: env.NFAcct, TCPBeLiberal: env.TCPBeLiberal}
 	for _, sc := range c.ServiceCIDRs {
 		for _, p := range sc.CIDRs {
 			if model.FamilyOf(p.Addr()) == family {
@@ -61,11 +71,7 @@ func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
 			}
 		}
 	}
-	gate := opts.PreferSameTrafficDistribution
-	if v, ok := cfg.FeatureGates["PreferSameTrafficDistribution"]; ok {
-		gate = v
-	}
-	b := &builder{sm: sm, slices: slicesByService(c.Slices, family), sameNodeGate: gate}
+	b := &builder{sm: sm, slices: slicesByService(c.Slices, family)}
 	for _, s := range c.Services {
 		b.service(s)
 	}

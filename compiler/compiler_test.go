@@ -371,7 +371,7 @@ func TestTopologyHints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sm, err := compiler.Compile(r.Cluster, compiler.Options{Node: "node1", PreferSameTrafficDistribution: true})
+		sm, err := compiler.Compile(r.Cluster, compiler.Options{Node: "node1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -105,7 +105,7 @@ func TestPropertyKernel(t *testing.T) {
 // returns the probes.
 func kernelNFT(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeline.Result) int {
 	t.Helper()
-	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.NFTables, PreferSameTrafficDistribution: true})
+	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.NFTables})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func kernelNFT(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipelin
 // false when the chains need "-m ipvs" and the kernel lacks it.
 func kernelIPVS(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeline.Result, xtIPVS bool) (int, bool) {
 	t.Helper()
-	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.IPVS, PreferSameTrafficDistribution: true})
+	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.IPVS})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ package golden
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/release"
 )
 
 var update = flag.Bool("update", false, "rewrite svcgen's expected files (read the diff before committing it)")
@@ -33,6 +35,9 @@ type goldenCase struct {
 	fullSync bool
 	// modes the case is compiled in ("modes:" in the README; default every mode).
 	modes []string
+	// release is the kube-proxy release the expected files are for ("release:" in the
+	// README; default the newest).
+	release release.Release
 }
 
 // has reports whether the case is compiled in a mode.
@@ -57,6 +62,13 @@ func findCases(t *testing.T) []goldenCase {
 			}
 			if v, ok := strings.CutPrefix(line, "modes:"); ok {
 				c.modes = strings.Fields(v)
+			}
+			if v, ok := strings.CutPrefix(line, "release:"); ok {
+				r, err := release.Parse(strings.TrimSpace(v))
+				if err != nil {
+					return fmt.Errorf("%s/README: %w", c.dir, err)
+				}
+				c.release = r
 			}
 			if strings.TrimSpace(line) == "sync: full" {
 				c.fullSync = true
@@ -121,7 +133,7 @@ func previousStep(t *testing.T, c goldenCase) *iptsyntax.Ruleset {
 		num = num*10 + int(ch-'0')
 	}
 	prevDir := filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1))
-	prevCase := goldenCase{dir: prevDir, upstream: c.upstream}
+	prevCase := goldenCase{dir: prevDir, upstream: c.upstream, release: c.release}
 	full := emit(t, compileCase(t, prevCase, false), nil)
 	rs, err := iptsyntax.ParseBytes(prevDir, full)
 	if err != nil {
@@ -170,7 +182,7 @@ func compileCaseMode(t *testing.T, c goldenCase, reverse bool, mode compiler.Mod
 	if err := l.Errors.Err(); err != nil {
 		t.Fatalf("loading: %v", err)
 	}
-	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode})
+	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode, Release: c.release})
 }
 
 func splitDocuments(data []byte) [][]byte {

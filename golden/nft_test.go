@@ -103,7 +103,7 @@ func nftBefore(t *testing.T, c goldenCase) []byte {
 	if err != nil {
 		t.Fatalf("step folder %s: %v", base, err)
 	}
-	prev := goldenCase{dir: filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1)), upstream: c.upstream}
+	prev := goldenCase{dir: filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1)), upstream: c.upstream, release: c.release}
 	return emitNFT(t, compileCaseMode(t, prev, false, compiler.NFTables).Map, nft.Options{})
 }
 

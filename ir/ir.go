@@ -19,11 +19,15 @@ import (
 	"strings"
 
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // ServiceMap is the compiled service state of one node for one IP family.
 type ServiceMap struct {
 	Family model.IPFamily
+	// Target is the kube-proxy release (and its gates) the rules are for; emitters read
+	// its Layout, and every output's header names it.
+	Target release.Target
 	Node   Node
 	// MasqueradeBit is the fwmark bit that asks KUBE-POSTROUTING to masquerade.
 	MasqueradeBit int

@@ -81,6 +81,8 @@ func (l *Loader) node(w *walker, n *node) {
 			nd.Addresses = append(nd.Addresses, model.NodeAddress{Type: t, Address: a})
 		}
 	})
+	nodeInfo := w.mapping(status, at("status"), "nodeInfo")
+	nd.KubeletVersion = w.strAt(nodeInfo, at("status.nodeInfo"), "kubeletVersion")
 	l.Cluster.Nodes = append(l.Cluster.Nodes, nd)
 }
 
@@ -161,18 +163,29 @@ func (w *walker) detectLocal(c *model.Config, n *node) {
 	check(c.InterfaceNamePrefix, "detectLocal.interfaceNamePrefix", c.DetectLocalMode == "InterfaceNamePrefix")
 }
 
+// nodePortAddresses reads CIDRs and the keywords "primary", "localhost" and "all"
+// (which releases accept which, and with what, is the compiler's to check).
 func (w *walker) nodePortAddresses(c *model.Config, n *node) {
 	for i, s := range w.strList(n, fieldPath{}, "nodePortAddresses") {
-		if s == "primary" {
-			c.NodePortPrimary = true
-			continue
+		var kw *bool
+		switch s {
+		case "primary":
+			kw = &c.NodePortPrimary
+		case "localhost":
+			kw = &c.NodePortLocalhost
+		case "all":
+			kw = &c.NodePortAll
 		}
-		if p, ok := w.prefix(s, at("nodePortAddresses").index(i)); ok {
-			c.NodePortAddresses = append(c.NodePortAddresses, p.Masked())
+		switch {
+		case kw != nil && *kw:
+			w.errorf(at("nodePortAddresses").index(i), "%q is listed twice", s)
+		case kw != nil:
+			*kw = true
+		default:
+			if p, ok := w.prefix(s, at("nodePortAddresses").index(i)); ok {
+				c.NodePortAddresses = append(c.NodePortAddresses, p.Masked())
+			}
 		}
-	}
-	if c.NodePortPrimary && len(c.NodePortAddresses) > 0 {
-		w.errorf(at("nodePortAddresses"), "\"primary\" cannot be combined with CIDRs")
 	}
 }
 

@@ -15,9 +15,13 @@ type Config struct {
 	DetectLocalMode     string // ClusterCIDR (default), NodeCIDR, BridgeInterface, InterfaceNamePrefix
 	BridgeInterface     string
 	InterfaceNamePrefix string
-	// NodePortAddresses are CIDRs; NodePortPrimary is the special value "primary".
+	// NodePortAddresses are CIDRs; NodePortPrimary, NodePortLocalhost and NodePortAll
+	// are the keywords "primary", "localhost" and "all" (v1.37 accepts them mixed with
+	// CIDRs; before, only "primary", alone).
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
+	NodePortLocalhost bool
+	NodePortAll       bool
 	IPTables          IPTablesConfig
 	IPVS              IPVSConfig
 	NFTables          NFTablesConfig

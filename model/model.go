@@ -286,6 +286,9 @@ type Node struct {
 	Labels    map[string]string
 	Addresses []NodeAddress
 	PodCIDRs  []netip.Prefix
+	// KubeletVersion is status.nodeInfo.kubeletVersion ("v1.37.2"): kube-proxy runs
+	// the kubelet's minor release, so it says which layout the node's rules have.
+	KubeletVersion string
 }
 
 // Zone is the node's topology.kubernetes.io/zone label.

@@ -18,6 +18,7 @@ import (
 	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 	"github.com/svcgen/svcgen/trace"
 )
 
@@ -27,6 +28,9 @@ type Options struct {
 	Node string
 	// Modes to check; empty: every mode verify knows (Modes).
 	Modes []compiler.Mode
+	// Release and Gates: see compiler.Options.
+	Release release.Release
+	Gates   map[string]bool
 }
 
 // Report is what verify found.
@@ -76,7 +80,7 @@ func Run(c *model.Cluster, opts Options) (*Report, error) {
 		if !ok {
 			return nil, fmt.Errorf("mode %s: verify cannot check it in this version of svcgen (it checks %s)", m, joinModes(Modes()))
 		}
-		sm, err := compiler.Compile(c, compiler.Options{Node: opts.Node, Mode: m, PreferSameTrafficDistribution: true})
+		sm, err := compiler.Compile(c, compiler.Options{Node: opts.Node, Mode: m, Release: opts.Release, Gates: opts.Gates})
 		if err != nil {
 			return nil, err
 		}

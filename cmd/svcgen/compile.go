@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // inputFlags are the flags every command that reads manifests shares.
@@ -28,6 +30,8 @@ type inputFlags struct {
 	serviceCIDR   []string
 	nodePortRange string
 	dialect       string
+	release       string
+	gates         map[string]string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -40,6 +44,30 @@ func (f *inputFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.serviceCIDR, "service-cidr", nil, "allocate ClusterIPs from this CIDR when the input has no ServiceCIDR (default 10.96.0.0/12); repeatable, one per family")
 	fl.StringVar(&f.nodePortRange, "node-port-range", "30000-32767", "allocate NodePorts from this range")
 	fl.StringVar(&f.dialect, "dialect", "", "accept a manifest dialect: minik8s (course-project YAML)")
+	fl.StringVar(&f.release, "kube-proxy-version", "", "the kube-proxy release to write for: "+release.Names()+" (default: the Nodes' kubelet release, else "+release.Newest().String()+")")
+	fl.StringToStringVar(&f.gates, "feature-gates", nil, "feature gates, as kube-proxy takes them: Gate=true,Other=false (over the configuration's featureGates)")
+}
+
+// target reads --kube-proxy-version and --feature-gates into s.
+func (f *inputFlags) target(s *pipeline.Settings) error {
+	if f.release != "" {
+		r, err := release.Parse(f.release)
+		if err != nil {
+			return usagef("--kube-proxy-version: %v", err)
+		}
+		s.Release = r
+	}
+	for name, v := range f.gates {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return usagef("--feature-gates: %s=%s: the value must be true or false", name, v)
+		}
+		if s.Gates == nil {
+			s.Gates = map[string]bool{}
+		}
+		s.Gates[name] = on
+	}
+	return nil
 }
 
 // settings checks the flags and turns them into pipeline settings.
@@ -74,6 +102,9 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 	}
 	s.NodePortRange = r
 	s.Node, s.LockFile = f.node, f.lock
+	if err := f.target(&s); err != nil {
+		return in, s, err
+	}
 	if err := stdinOnce(append(slices.Clone(f.files), f.config)...); err != nil {
 		return in, s, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
 )
 
@@ -54,13 +55,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var ue *usageError
 	var ee *exitError
+	var ge *compiler.GateError
 	switch {
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" {
 			fmt.Fprintln(stderr, ee.err)
 		}
 		return ee.code
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &ge): // ge: --feature-gates, found while compiling
 		fmt.Fprintf(stderr, "svcgen: %v\n", err)
 		fmt.Fprintln(stderr, "Run 'svcgen --help' for usage.")
 		return exitUsage

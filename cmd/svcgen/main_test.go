@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -28,6 +31,7 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		// [seeds]: the course-project manifests are beside the repository.
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){"exits": exits},
 		Condition: func(cond string) (bool, error) {
 			if cond != "seeds" {
 				return false, fmt.Errorf("unknown condition %q", cond)
@@ -36,4 +40,28 @@ func TestScripts(t *testing.T) {
 			return err == nil, nil
 		},
 	})
+}
+
+// exits is the script command "exits N PROGRAM ARGS...": PROGRAM exits with status N
+// (0 included); its stdout and stderr are kept for the checks that follow, as exec
+// keeps them.
+func exits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N PROGRAM [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: %q is not a status", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("exits: %v", err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("exit status %d, want %d", got, want)
+	}
 }

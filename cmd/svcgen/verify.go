@@ -70,7 +70,7 @@ func runVerify(f *verifyFlags, stdin io.Reader, stdout, stderr io.Writer) error 
 	if f.mode != "" { // checked by compileInputs
 		modes = []compiler.Mode{compiler.Mode(f.mode)}
 	}
-	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: f.node, Modes: modes})
+	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: f.node, Modes: modes, Release: res.Map.Target.Release, Gates: res.Map.Target.Gates})
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}

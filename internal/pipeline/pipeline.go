@@ -14,6 +14,7 @@ import (
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // Inputs name what to read.
@@ -44,6 +45,10 @@ type Settings struct {
 	Family        model.IPFamily
 	// NoAllocate: see compiler.ResolveOptions (kube-proxy's own test inputs).
 	NoAllocate bool
+	// Release and Gates: --kube-proxy-version and --feature-gates (see
+	// compiler.Options).
+	Release release.Release
+	Gates   map[string]bool
 }
 
 // Result is what a run produced.
@@ -145,7 +150,7 @@ func options(cluster *model.Cluster, miniK8s bool, s Settings) (compiler.Resolve
 	if mode == "" {
 		mode = compiler.IPTables
 	}
-	return ropts, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, PreferSameTrafficDistribution: true}, nil
+	return ropts, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, Release: s.Release, Gates: s.Gates}, nil
 }
 
 func result(cluster *model.Cluster, resolved *compiler.Resolved, sm *ir.ServiceMap, mode compiler.Mode, warnings []*model.Problem, s Settings) *Result {

@@ -14,7 +14,7 @@ import (
 	"github.com/svcgen/svcgen/model"
 )
 
-var benchOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDistribution: true}
+var benchOpts = compiler.Options{Mode: compiler.IPTables}
 
 // moved is sm after one endpoint of one Service moved, through a Session.
 func moved(b *testing.B, n int) (prev, next *ir.ServiceMap, changed []string) {

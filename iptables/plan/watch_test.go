@@ -20,7 +20,7 @@ import (
 	"github.com/svcgen/svcgen/model"
 )
 
-var sessionOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDistribution: true}
+var sessionOpts = compiler.Options{Mode: compiler.IPTables}
 
 func generated(t testing.TB, services int) *model.Cluster {
 	t.Helper()

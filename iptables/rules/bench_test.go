@@ -13,7 +13,7 @@ import (
 	"github.com/svcgen/svcgen/ir"
 )
 
-var benchOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDistribution: true}
+var benchOpts = compiler.Options{Mode: compiler.IPTables}
 
 func serviceMap(b *testing.B, n int) *ir.ServiceMap {
 	return testkit.CompileCluster(b, benchdata.Cluster(b, n), pipeline.Settings{Mode: compiler.IPTables}).Map
