@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +27,9 @@ type IPTables struct {
 	Wait time.Duration
 	// MaxChains is the most chain lines one restore block declares (0: no staging).
 	MaxChains int
+	// Tool runs iptables-save and iptables-restore; nil: the node's own tools (with
+	// IPv6 and Wait). Tests give a FakeIPTables.
+	Tool IPTablesTool
 }
 
 // DefaultMaxChains is the block size of staged restores. Measured on iptables-nft
@@ -49,15 +50,17 @@ func (b *IPTables) Name() string {
 	return "iptables"
 }
 
-func (b *IPTables) tool(suffix string) string { return b.Name() + suffix }
-
-// InNFTables reports whether iptables is iptables-nft ("iptables -V" says nf_tables),
-// whose rules live in nf_tables, so that the generation id covers them;
-// iptables-legacy's do not.
-func (b *IPTables) InNFTables() bool {
-	out, err := runTool(context.Background(), nil, b.tool(""), "-V")
-	return err == nil && strings.Contains(string(out), "nf_tables")
+// tool is the IPTablesTool the backend runs.
+func (b *IPTables) tool() IPTablesTool {
+	if b.Tool != nil {
+		return b.Tool
+	}
+	return execIPTables{name: b.Name(), wait: b.Wait}
 }
+
+// InNFTables reports whether the rules live in nf_tables (iptables-nft), so that the
+// generation id covers them; iptables-legacy's do not.
+func (b *IPTables) InNFTables() bool { return b.tool().InNFTables() }
 
 // ipState is the kernel's tables as iptables-save printed them, or as a load left
 // them (the model of a restore, iptsyntax.Ruleset.Restore, kept up to date).
@@ -131,14 +134,14 @@ var ipTables = []string{"filter", "nat", "mangle"}
 // (iptables-nft reads the whole ruleset whatever -t says: with 100,000 chains in nat,
 // "iptables-save -t filter" costs as much as "iptables-save".)
 func (b *IPTables) Read(ctx context.Context) (State, error) {
-	out, err := runTool(ctx, nil, b.tool("-save"))
+	out, err := b.tool().Save(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := compatible(out); err != nil {
 		return nil, err
 	}
-	rs, err := iptsyntax.ParseBytes(b.tool("-save"), out)
+	rs, err := iptsyntax.ParseBytes(b.Name()+"-save", out)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +257,7 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 	}
 	var err error
 	if !pl.Empty() {
-		_, err = b.restore(ctx, pl.payload)
+		err = b.tool().Restore(ctx, pl.payload)
 	}
 	if err == nil {
 		if pl.after != nil {
@@ -316,32 +319,7 @@ func (b *IPTables) transition(ctx context.Context, from, to *iptsyntax.Ruleset) 
 	if buf.Len() == 0 {
 		return nil
 	}
-	_, err := b.restore(ctx, buf.Bytes())
-	return err
-}
-
-// restore runs iptables-restore --noflush, waiting for the xtables lock at most b.Wait.
-func (b *IPTables) restore(ctx context.Context, payload []byte) ([]byte, error) {
-	wait := max(1, int((b.Wait+time.Second-1)/time.Second))
-	return runTool(ctx, payload, b.tool("-restore"), "--noflush", "--wait", strconv.Itoa(wait), "--wait-interval", "100000")
-}
-
-func runTool(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return nil, fmt.Errorf("%s: %s", name, strings.ReplaceAll(msg, "\n", "; "))
-	}
-	return out, nil
+	return b.tool().Restore(ctx, buf.Bytes())
 }
 
 // compatible refuses an iptables-save that could not show a table whole: iptables-nft

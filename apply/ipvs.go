@@ -648,8 +648,8 @@ func (p *ipvsPlan) rules(b *IPVS, from, to *iptsyntax.Ruleset, c *ipvsCount) err
 	}
 	c.chains = iptsyntax.CountLines(fwd.Bytes())
 	payload := fwd.Bytes()
-	p.ops = append(p.ops, ipvsOp{what: b.ipt.tool("-restore") + " (companion chains)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-		if _, err := b.ipt.restore(r.ctx, payload); err != nil {
+	p.ops = append(p.ops, ipvsOp{what: b.ipt.Name() + "-restore (companion chains)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
+		if err := b.ipt.tool().Restore(r.ctx, payload); err != nil {
 			return nil, err
 		}
 		return func(r *ipvsRun) error { return b.ipt.transition(r.ctx, to, from) }, nil

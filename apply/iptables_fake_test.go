@@ -1,0 +1,182 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/diff"
+	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/ruleview"
+)
+
+// otherTool is another program's rules, which every load must leave alone.
+const otherTool = "*nat\n:PREROUTING ACCEPT [0:0]\n:OTHER - [0:0]\n-A PREROUTING -j OTHER\n-A OTHER -d 198.18.9.9/32 -j RETURN\nCOMMIT\n"
+
+func fakeBackend(t *testing.T, text string, maxChains int) (*IPTables, *FakeIPTables) {
+	t.Helper()
+	fake, err := NewFakeIPTables(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewIPTables("IPv4", time.Second)
+	b.Tool, b.MaxChains = fake, maxChains
+	return b, fake
+}
+
+// holds fails the test unless the fake holds exactly sm's rules (with kube-proxy's
+// jumps) beside the other tool's.
+func holds(t *testing.T, what string, fake *FakeIPTables, sm *ir.ServiceMap) {
+	t.Helper()
+	got, err := iptsyntax.ParseBytes("fake", []byte(fake.Text()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := (&IPTables{}).Want(sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ViewOptions{Map: sm}
+	if d := ruleview.Unified("want", want.View(v), "fake", (&ipState{rs: got}).View(v)); d != nil {
+		t.Errorf("%s: the kernel holds other rules:\n%s", what, d)
+	}
+	if !strings.Contains(fake.Text(), "-A OTHER -d 198.18.9.9/32 -j RETURN") {
+		t.Errorf("%s: the other tool's rule is gone", what)
+	}
+}
+
+// Loads through the fake kernel: a cold load, a change, nothing to do; each leaves
+// exactly the map's rules, and the other tool's stay.
+func TestIPTablesLoadFake(t *testing.T) {
+	a, b := testkit.GenMap(t, 40, 3, 1), testkit.GenMap(t, 40, 3, 2)
+	backend, fake := fakeBackend(t, otherTool, 50)
+	ap := &Applier{Backend: backend}
+	ctx := context.Background()
+	for _, step := range []struct {
+		name string
+		sm   *ir.ServiceMap
+	}{{"cold", a}, {"a to b", b}, {"b again", b}} {
+		res, err := ap.Sync(ctx, step.sm, SyncOptions{Reread: true})
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if step.name == "b again" && res.Changed {
+			t.Errorf("b again: a sync with nothing to do loaded %s", res.Summary.Text)
+		}
+		holds(t, step.name, fake, step.sm)
+	}
+	if fake.Restores < 2 {
+		t.Errorf("%d restores", fake.Restores)
+	}
+}
+
+// A restore the kernel refuses midway: the blocks before the failing one are rolled
+// back, so the node holds what it held before the sync, and the error names the rule
+// and its Service. A failure in the first block needs no rollback.
+func TestIPTablesLoadFailsMidway(t *testing.T) {
+	a, b := testkit.GenMap(t, 40, 3, 1), testkit.GenMap(t, 40, 3, 2)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		line func(payload []byte) int // the line to fail
+	}{
+		{"first block", func(p []byte) int { return 2 }},
+		{"a later block", func(p []byte) int { return iptsyntax.Blocks(p)[2] - 1 }},
+	} {
+		backend, fake := fakeBackend(t, otherTool, 50)
+		ap := &Applier{Backend: backend}
+		if _, err := ap.Sync(ctx, a, SyncOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		before := fake.Text()
+		st, err := backend.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := backend.Plan(b, st, PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := plan.(*ipPlan).payload
+		if n := len(iptsyntax.Blocks(payload)); n < 3 {
+			t.Fatalf("%s: %d blocks; the test needs a staged restore", tc.name, n)
+		}
+		fake.FailLine = tc.line(payload)
+		_, err = ap.Sync(ctx, b, SyncOptions{Reread: true})
+		var le *LoadError
+		if !errors.As(err, &le) {
+			t.Fatalf("%s: error %v, want a *LoadError", tc.name, err)
+		}
+		if le.Rollback != nil {
+			t.Errorf("%s: rollback failed: %v", tc.name, le.Rollback)
+		}
+		if le.Rule != iptsyntax.Line(payload, fake.Failed) {
+			t.Errorf("%s: the error names %q, want line %d %q", tc.name, le.Rule, fake.Failed, iptsyntax.Line(payload, fake.Failed))
+		}
+		if le.Service == "" && strings.Contains(le.Rule, "KUBE-S") {
+			t.Errorf("%s: %q names no Service", tc.name, le.Rule)
+		}
+		if got := fake.Text(); got != before {
+			t.Errorf("%s: after the failed load the kernel differs from before it:\n%s", tc.name, lineDiff(before, got))
+		}
+		// The next sync reads the kernel again and converges.
+		if _, err := ap.Sync(ctx, b, SyncOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		holds(t, tc.name+", then again", fake, b)
+	}
+}
+
+// The fake refuses what the kernel refuses at commit: a jump to a chain the table does
+// not have, also one just deleted; the block changes nothing.
+func TestFakeIPTablesRefuses(t *testing.T) {
+	fake, err := NewFakeIPTables(otherTool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, payload := range []string{
+		"*nat\n:KUBE-A - [0:0]\n-A KUBE-A -j KUBE-MISSING\nCOMMIT\n",
+		"*nat\n:OTHER - [0:0]\n-X OTHER\nCOMMIT\n", // PREROUTING still jumps to it
+	} {
+		err := fake.Restore(ctx, []byte(payload))
+		if err == nil || iptsyntax.FailedLine(err.Error()) == 0 {
+			t.Errorf("%q: %v, want a failed line", payload, err)
+		}
+		if got := fake.Text(); !strings.Contains(got, "-A OTHER -d 198.18.9.9/32 -j RETURN") || strings.Contains(got, "KUBE-A") {
+			t.Errorf("%q: a refused block changed the tables:\n%s", payload, got)
+		}
+	}
+	// Blocks before a refused one stay; the ones after it are not run.
+	err = fake.Restore(ctx, []byte("*filter\n:KUBE-OK - [0:0]\nCOMMIT\n*nat\n-A PREROUTING -j KUBE-NONE\nCOMMIT\n*filter\n:KUBE-LATER - [0:0]\nCOMMIT\n"))
+	if err == nil || !strings.Contains(fake.Text(), ":KUBE-OK") || strings.Contains(fake.Text(), "KUBE-LATER") {
+		t.Errorf("block by block: %v\n%s", err, fake.Text())
+	}
+	// The jumps a complete ruleset carries name chains it declares.
+	if err := fake.Restore(ctx, []byte(iptrulesJumpsOnly)); err != nil {
+		t.Errorf("kube-proxy's jumps with their chains: %v", err)
+	}
+}
+
+// iptrulesJumpsOnly declares kube-proxy's fixed nat chains and inserts their jumps.
+var iptrulesJumpsOnly = func() string {
+	var b strings.Builder
+	b.WriteString("*nat\n")
+	for _, c := range iptrules.NatFixedChains {
+		b.WriteString(":" + c + " - [0:0]\n")
+	}
+	for _, r := range iptrules.JumpRules("nat") {
+		b.WriteString(r.Text() + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}()
+
+func lineDiff(a, b string) string {
+	return string(diff.Diff("before", []byte(a), "after", []byte(b)))
+}
