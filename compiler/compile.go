@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
@@ -83,10 +85,18 @@ func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
 	return sm, nil
 }
 
-// pickNode finds the node the rules are for.
+// pickNode finds the node the rules are for: the one named (--node), else the
+// configuration's hostnameOverride (lower-cased and trimmed, as kube-proxy takes it),
+// else the only Node in the input. A name that is not a Kubernetes node name, or that
+// names no Node of an input that has Nodes, is an error.
 func pickNode(c *model.Cluster, cfg *model.Config, name string) (string, *model.Node, error) {
-	if name == "" {
-		name = cfg.HostnameOverride
+	var errs model.Problems
+	if name == "" && cfg.HostnameOverride != "" {
+		name = strings.ToLower(strings.TrimSpace(cfg.HostnameOverride))
+		if err := model.CheckNodeName(name); err != nil {
+			errs.Add(cfg.Origin, "hostnameOverride", "%v", err)
+			return "", nil, errs.Err()
+		}
 	}
 	if name == "" {
 		switch len(c.Nodes) {
@@ -103,7 +113,23 @@ func pickNode(c *model.Cluster, cfg *model.Config, name string) (string, *model.
 			return name, n, nil
 		}
 	}
+	if len(c.Nodes) > 0 {
+		return "", nil, fmt.Errorf("node %q is not among the input's %d Nodes (%s)", name, len(c.Nodes), nodeNames(c.Nodes))
+	}
 	return name, nil, nil
+}
+
+// nodeNames lists up to five Nodes' names.
+func nodeNames(nodes []*model.Node) string {
+	var names []string
+	for i, n := range nodes {
+		if i == 5 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, strconv.Quote(n.Name))
+	}
+	return strings.Join(names, ", ")
 }
 
 func pickEnvironment(c *model.Cluster, node string) *model.NodeEnvironment {

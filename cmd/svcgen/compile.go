@@ -101,6 +101,11 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 		return in, s, usagef("--node-port-range: %v", err)
 	}
 	s.NodePortRange = r
+	if f.node != "" {
+		if err := model.CheckNodeName(f.node); err != nil {
+			return in, s, usagef("--node: %v", err)
+		}
+	}
 	s.Node, s.LockFile = f.node, f.lock
 	if err := f.target(&s); err != nil {
 		return in, s, err

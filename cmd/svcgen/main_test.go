@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -63,5 +64,20 @@ func exits(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("exit status %d, want %d", got, want)
+	}
+}
+
+// A --node with a newline (which testscript cannot pass) is a usage error and nothing
+// reaches stdout: in ipvs mode the script would otherwise carry it.
+func TestNodeWithNewline(t *testing.T) {
+	dir := t.TempDir()
+	svc := filepath.Join(dir, "svc.yaml")
+	if err := os.WriteFile(svc, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	code := run([]string{"compile", "-f", svc, "-m", "ipvs", "--node", "a\nb"}, strings.NewReader(""), &stdout, &stderr)
+	if code != exitUsage || stdout.Len() != 0 || !strings.Contains(stderr.String(), `--node: "a\nb" has characters that cannot go into rules`) {
+		t.Errorf("exit %d, stdout %d bytes, stderr %q", code, stdout.Len(), stderr.String())
 	}
 }
