@@ -52,6 +52,19 @@ func (sm *ServiceMap) MasqueradeMark() string {
 	return fmt.Sprintf("%#08x", uint32(1)<<uint(sm.MasqueradeBit))
 }
 
+// Header says what an output was written for, as its first comment line says it:
+// "kube-proxy v1.37 nftables rules for node worker-1 (IPv4), written by svcgen", with
+// the feature gates set away from the release's defaults after the release. The node
+// name is a checked node name (model.CheckNodeName), so the line is safe in any
+// rules file.
+func (sm *ServiceMap) Header(mode string) string {
+	node := ""
+	if sm.Node.Name != "" {
+		node = " for node " + sm.Node.Name
+	}
+	return sm.Target.String() + " " + mode + " rules" + node + " (" + string(sm.Family) + "), written by svcgen"
+}
+
 // LargeClusterThreshold is upstream's largeClusterEndpointsThreshold.
 const LargeClusterThreshold = 1000
 

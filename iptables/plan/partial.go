@@ -86,6 +86,7 @@ type Change struct {
 	keepFilter, keepNat                   func(string) bool
 	minimal                               bool
 	prevNat                               *syntax.Table
+	header                                string
 
 	active       map[string]bool // the chains of the services added
 	decls, rules syntax.Buffer   // one service's, before it is compared
@@ -120,6 +121,7 @@ func Partial(sm *ir.ServiceMap, opts Options) (*Change, error) {
 	} else {
 		c = everything(e, opts)
 	}
+	c.header = sm.Header("iptables") + ", a partial sync"
 	if opts.EnsureJumps {
 		jumpEdits(opts.Previous.Table("filter"), "filter", e.FilterChains(), &c.filterJumps)
 		jumpEdits(opts.Previous.Table("nat"), "nat", rules.NatFixedChains, &c.natJumps)
@@ -228,6 +230,7 @@ func fixedChains(e *rules.Emitter, c *Change, opts Options) {
 func (c *Change) Write(out io.Writer, blocks Blocks) error {
 	bw := bufio.NewWriterSize(out, syntax.FlushSize)
 	b := syntax.NewStream(bw, blocks.MarkCommits)
+	b.Header(c.header)
 	if blocks.MaxChains > 0 && c.natDecls.Lines()+c.svcDecls.Lines()+2*len(c.stale) > blocks.MaxChains {
 		c.writeStaged(b, blocks.MaxChains)
 	} else {

@@ -211,7 +211,7 @@ func TestEnsureJumps(t *testing.T) {
 	pre := dup.Table("nat").Chain("PREROUTING")
 	pre.Rules = append(pre.Rules, pre.Rules[0])
 	fix := write(t, sm, Options{Previous: dup, EnsureJumps: true, Minimal: true})
-	if want := "*nat\n-D PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\nCOMMIT\n"; string(fix) != want {
+	if want := "# kube-proxy v1.37 iptables rules for node node-0 (IPv4), written by svcgen, a partial sync\n*nat\n-D PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\nCOMMIT\n"; string(fix) != want {
 		t.Errorf("restore for a doubled jump:\n%s\nwant\n%s", fix, want)
 	}
 }

@@ -160,6 +160,7 @@ func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
 	e.PlanAll(true)
 	bw := bufio.NewWriterSize(out, syntax.FlushSize)
 	b := syntax.NewStream(bw, false)
+	b.Header(sm.Header("iptables"))
 	e.writeFilter(b, opts.Format)
 	e.writeNat(b, opts.Format)
 	if err := b.Flush(); err != nil {

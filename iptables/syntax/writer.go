@@ -19,6 +19,27 @@ type Buffer struct {
 	err   error
 	// markCommits: Commit ends each block with the commit mark (see MarkCommits).
 	markCommits bool
+	// header is a comment line written before the first line, if any line is.
+	header string
+}
+
+// Header has the buffer start with "# text" once it writes anything: an output that
+// turns out empty stays empty. text must hold no newline.
+func (b *Buffer) Header(text string) {
+	if strings.ContainsAny(text, "\n\r") {
+		b.Fail(fmt.Errorf("%q: %w", text, errUnsafe))
+		return
+	}
+	b.header = text
+}
+
+// begin writes the header before the first line.
+func (b *Buffer) begin() {
+	if b.header != "" {
+		h := b.header
+		b.header = ""
+		b.Line("# " + h)
+	}
 }
 
 // NewStream returns a buffer that writes to w whenever a chunk fills; markCommits makes
@@ -36,6 +57,7 @@ var errUnsafe = errors.New("text with a quote, backslash or newline cannot go in
 
 // Line writes a whole line of words.
 func (b *Buffer) Line(words ...string) {
+	b.begin()
 	for i, w := range words {
 		if i > 0 {
 			b.buf = append(b.buf, ' ')
@@ -65,6 +87,7 @@ func (b *Buffer) Start(chain string) { b.Op("-A", chain) }
 
 // Op begins a command line on a chain: "-I chain", "-D chain".
 func (b *Buffer) Op(op, chain string) {
+	b.begin()
 	b.buf = append(b.buf, op...)
 	b.buf = append(b.buf, ' ')
 	b.buf = append(b.buf, chain...)
@@ -115,6 +138,7 @@ func (b *Buffer) End() {
 
 // ChainLine declares a chain: ":NAME - [0:0]", or ":NAME POLICY [0:0]" for built-ins.
 func (b *Buffer) ChainLine(name, policy string) {
+	b.begin()
 	b.buf = append(b.buf, ':')
 	b.buf = append(b.buf, name...)
 	b.buf = append(b.buf, ' ')
@@ -155,6 +179,9 @@ func (b *Buffer) Flush() error {
 
 // Append copies another buffer's lines (and its error) into this one.
 func (b *Buffer) Append(o *Buffer) {
+	if len(o.buf) > 0 {
+		b.begin()
+	}
 	b.buf = append(b.buf, o.buf...)
 	b.lines += o.lines
 	b.Fail(o.err)
@@ -163,6 +190,9 @@ func (b *Buffer) Append(o *Buffer) {
 
 // AppendText copies whole lines, each ended by "\n", that another buffer wrote.
 func (b *Buffer) AppendText(text []byte) {
+	if len(text) > 0 {
+		b.begin()
+	}
 	b.buf = append(b.buf, text...)
 	b.lines += bytes.Count(text, []byte{'\n'})
 	b.maybeFlush()
@@ -170,6 +200,7 @@ func (b *Buffer) AppendText(text []byte) {
 
 // AppendLine copies one line written by another buffer (without its "\n").
 func (b *Buffer) AppendLine(line []byte) {
+	b.begin()
 	b.buf = append(b.buf, line...)
 	b.End()
 }
