@@ -87,6 +87,9 @@ type Origin struct {
 func (o Origin) String() string {
 	var b strings.Builder
 	b.WriteString(o.File)
+	if o.Doc == 0 {
+		return b.String() // a file that is not manifests (a lock file)
+	}
 	b.WriteString(": document ")
 	b.WriteString(strconv.Itoa(o.Doc))
 	if o.Kind != "" {

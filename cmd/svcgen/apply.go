@@ -96,9 +96,13 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		return nil
 	}
+	unlock, err := f.holdLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var res *pipeline.Result
 	var watch *pipeline.Watch
-	var err error
 	if f.watch {
 		watch, res, err = f.watchInputs(stdin, stderr, check)
 	} else {
@@ -138,6 +142,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 				return err
 			}
 		}
+		unlock() // --watch reads the lock file once, at the start
 		current := res.Map
 		w := &apply.Watch{
 			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log,

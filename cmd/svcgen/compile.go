@@ -191,9 +191,17 @@ from the Pods they select.`,
 }
 
 func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	unlock, err := f.holdLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	res, err := f.compileInputs(stdin, stderr, func(in pipeline.Inputs) error {
 		if f.minimal && f.previous == "" {
 			return usagef("--minimal needs --previous")
+		}
+		if err := f.checkOutputs(); err != nil {
+			return err
 		}
 		return stdinTaken(f.previous == "-")(in)
 	})
@@ -238,12 +246,55 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// manifestExts are the files a folder given to -f is read for.
+var manifestExts = []string{".yaml", ".yml", ".json"}
+
+// checkOutputs refuses, before anything is read, an -o or --lock that is not a regular
+// file or is an input of the run (-f, -c, --previous; --lock is read and rewritten,
+// so -o must not be it either). With --split, -o is a folder of regular files.
+func (f *compileFlags) checkOutputs() error {
+	inputs := append(slices.Clone(f.files), f.config, f.previous)
+	if f.lock != "" {
+		if err := fileutil.CheckOutput("--lock", f.lock, inputs, manifestExts); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	if f.output == "" || f.output == "-" || f.split {
+		return nil
+	}
+	if err := fileutil.CheckOutput("-o", f.output, append(inputs, f.lock), manifestExts); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// checkOutput is checkOutputs for a command whose only input is its manifests.
+func checkOutput(output string, files []string) error {
+	if output == "" || output == "-" {
+		return nil
+	}
+	if err := fileutil.CheckOutput("-o", output, files, manifestExts); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
 // writeOutput writes to stdout, or to a file through a temporary file and a rename.
 func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
 	if path == "" || path == "-" {
 		return write(stdout)
 	}
 	return fileutil.WriteAtomic(path, write)
+}
+
+// holdLock takes --lock's exclusive lock for the whole read-allocate-write, so that
+// runs at once never lose an allocation or hand one address to two Services. Without
+// --lock it does nothing.
+func (f *inputFlags) holdLock() (unlock func(), err error) {
+	if f.lock == "" {
+		return func() {}, nil
+	}
+	return fileutil.Exclusive(f.lock)
 }
 
 // writeLock rewrites the lock file when its content changed.

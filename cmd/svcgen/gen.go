@@ -31,6 +31,9 @@ options give the same bytes.`,
 				return usagef("--services must be at least 1")
 			}
 			o.Format = gen.Format(format)
+			if err := checkOutput(output, nil); err != nil {
+				return err
+			}
 			if err := writeOutput(output, stdout, func(w io.Writer) error { return gen.Write(w, o) }); err != nil {
 				return usagef("%v", err)
 			}

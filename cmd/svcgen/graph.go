@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/graph"
@@ -45,7 +46,9 @@ func runGraph(f *graphFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.service == "" {
 		return usagef("graph needs --service NAMESPACE/NAME")
 	}
-	res, err := f.compileInputs(stdin, stderr, nil)
+	res, err := f.compileInputs(stdin, stderr, func(in pipeline.Inputs) error {
+		return checkOutput(f.output, append(slices.Clone(in.Files), in.Config))
+	})
 	if err != nil {
 		return err
 	}
