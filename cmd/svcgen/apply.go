@@ -41,7 +41,7 @@ with iptables-restore --noflush: service chains that changed are rewritten, chai
 Service uses are deleted, KUBE-SERVICES and the other fixed chains only when their rules
 changed, kube-proxy's jumps from the built-in chains added where missing (never twice).
 Chains and rules of other software in the same tables are left alone. A large load (a
-cold node) is cut into blocks of at most 5,000 chains, because iptables-nft's cost grows
+cold node) is cut into blocks of at most 500 chains, because iptables-nft's cost grows
 much faster than linearly with the chains of one block. If the kernel refuses a rule,
 apply puts back what it had loaded, names the rule and the Service it came from, and
 exits 1. Stale UDP conntrack entries (to endpoints that are gone) are deleted.
@@ -69,7 +69,7 @@ iptables-legacy and ipvs keep no generation and are read on every interval.`,
   svcgen apply -f manifests/ --full             # rewrite every chain
   svcgen apply -f manifests/ -m nftables        # kube-proxy's nftables table
   svcgen apply -f manifests/ -c kube-proxy.yaml --watch --interval 30s --listen 127.0.0.1:10249`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runApply(cmd.Context(), f, stdin, stdout, stderr)
 		},

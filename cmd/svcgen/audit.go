@@ -36,7 +36,7 @@ chains named with their Service. kube-proxy's own fixed rules are reported as (n
 The exit status is 1 when anything drifted, 0 when the node is in step.`,
 		Example: `  ip netns exec node1 svcgen audit -f manifests/ --live
   ssh node1 iptables-save | svcgen audit -f manifests/ --node node1 --rules -`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAudit(cmd.Context(), f, stdin, stdout, stderr)
 		},

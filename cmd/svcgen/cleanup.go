@@ -26,7 +26,7 @@ chain of other software that jumps into kube-proxy's chains stops cleanup with a
 before anything is changed. Large tables are cleaned in blocks, as apply loads them.`,
 		Example: `  ip netns exec node1 svcgen cleanup
   svcgen cleanup --dry-run      # the unified diff of what would go`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {

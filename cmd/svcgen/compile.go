@@ -174,7 +174,7 @@ from the Pods they select.`,
   nft list ruleset | svcgen compile -f manifests/ -m nftables --previous - | nft -f -
   nft list table ip kube-proxy | svcgen compile -f manifests/ -m nftables --previous - --minimal | nft -f -
   svcgen compile -f big-cluster/ -m nftables --stages > load.sh && sh load.sh`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCompile(f, stdin, stdout, stderr)
 		},

@@ -25,7 +25,7 @@ options give the same bytes.`,
 		Example: `  svcgen gen --services 10000 --endpoints 10 > big.yaml
   svcgen gen --services 10000 --endpoints 10 --format json -o big.json
   svcgen compile -f big.yaml --noflush > big.rules`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if o.Services <= 0 {
 				return usagef("--services must be at least 1")

@@ -31,7 +31,7 @@ take them. The picture is drawn from traces of the compiled rules, for every fro
 and every kind of source, as svcgen verify probes them.`,
 		Example: `  svcgen graph -f examples/ --service default/hello-service2 | dot -Tsvg > hello.svg
   svcgen graph -f cluster/ --node worker-1 --service shop/web -o web.dot`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGraph(f, stdin, stdout, stderr)
 		},

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/compiler"
@@ -26,6 +27,24 @@ const (
 	exitInput = 1
 	exitUsage = 2
 )
+
+// usageArgs makes a check of positional arguments a usage error (exit status 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+}
+
+// noArgs is the check of a command that takes only flags.
+var noArgs = usageArgs(func(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%s takes no arguments (got %q); manifests go after -f", cmd.Name(), args[0])
+	}
+	return nil
+})
 
 // usageError marks a command-line mistake (exit status 2).
 type usageError struct{ err error }
@@ -50,6 +69,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
+	if c, _, ferr := root.Find(args); ferr == nil && c == root && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		// "svcgen cmopile -f x.yaml": the unknown command is the mistake to report,
+		// not -f, which is no flag of svcgen alone.
+		err = &usageError{fmt.Errorf("unknown command %q", args[0])}
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -62,7 +86,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, ee.err)
 		}
 		return ee.code
-	case errors.As(err, &ue), errors.As(err, &ge): // ge: --feature-gates, found while compiling
+	case errors.As(err, &ue), errors.As(err, &ge), errors.Is(err, pipeline.ErrNoInput): // ge: --feature-gates, found while compiling
 		fmt.Fprintf(stderr, "svcgen: %v\n", err)
 		fmt.Fprintln(stderr, "Run 'svcgen --help' for usage.")
 		return exitUsage
@@ -94,6 +118,15 @@ iptables-restore input, an nft -f script, or an ipvs setup script.`,
   iptables-save | svcgen compile -f manifests/ --previous - --noflush`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// With Args set, an unknown command reaches usageArgs (exit 2) instead of
+		// cobra's own error; svcgen alone prints the help.
+		Args: usageArgs(func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q", args[0])
+			}
+			return nil
+		}),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -102,7 +135,7 @@ iptables-restore input, an nft -f script, or an ipvs setup script.`,
 	root.AddCommand(newCompile(stdin, stdout, stderr), newGen(stdout))
 	root.AddCommand(newTrace(stdin, stdout, stderr), newVerify(stdin, stdout, stderr), newGraph(stdin, stdout, stderr))
 	root.AddCommand(newApply(stdin, stdout, stderr), newDiff(stdin, stdout, stderr), newAudit(stdin, stdout, stderr), newCleanup(stdout, stderr))
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newVersion(stdout))
 	return root
 }
 

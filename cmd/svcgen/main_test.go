@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/compiler"
 )
 
@@ -136,5 +138,14 @@ func TestLockConcurrentRuns(t *testing.T) {
 			t.Errorf("%s and %s both hold %s", key, other, e.ClusterIPs[0])
 		}
 		seen[e.ClusterIPs[0]] = key
+	}
+}
+
+// The help texts state the figures the code uses.
+func TestHelpFigures(t *testing.T) {
+	var stdout strings.Builder
+	run([]string{"apply", "--help"}, strings.NewReader(""), &stdout, io.Discard)
+	if want := fmt.Sprintf("blocks of at most %d chains", apply.DefaultMaxChains); !strings.Contains(stdout.String(), want) {
+		t.Errorf("apply --help does not say %q", want)
 	}
 }

@@ -39,7 +39,7 @@ verify exits with status 1.`,
 		Example: `  svcgen verify -f examples/
   kubectl get svc,endpointslices,nodes -A -o yaml | svcgen verify -f - --node worker-1
   svcgen verify --differences`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVerify(f, stdin, stdout, stderr)
 		},

@@ -62,6 +62,9 @@ type Result struct {
 	Lock []byte
 }
 
+// ErrNoInput is a run given no manifests: a usage mistake, not an input error.
+var ErrNoInput = errors.New("no input: give manifests with -f FILE, -f FOLDER or -f - (stdin)")
+
 // ErrInput marks errors in the user's input (exit status 1).
 var ErrInput = errors.New("input error")
 
@@ -77,7 +80,7 @@ func Load(in Inputs) (*model.Cluster, []*model.Problem, error) {
 	l := &load.Loader{Dialect: in.Dialect}
 	files := in.Files
 	if len(files) == 0 {
-		return nil, nil, &InputError{errors.New("no input: give manifests with -f FILE, -f FOLDER or -f - (stdin)")}
+		return nil, nil, ErrNoInput
 	}
 	for _, f := range files {
 		if err := l.Path(f, in.Stdin); err != nil {
