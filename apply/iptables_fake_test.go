@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/diff"
+	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
@@ -179,4 +180,40 @@ var iptrulesJumpsOnly = func() string {
 
 func lineDiff(a, b string) string {
 	return string(diff.Diff("before", []byte(a), "after", []byte(b)))
+}
+
+// A sync that would delete every Service's rules is refused unless allowed: an input
+// with no Service (a failed kubectl in a pipe), or one that shares no Service with the
+// node's rules (the wrong cluster). Nothing is loaded.
+func TestRefusesToEmptyTheNode(t *testing.T) {
+	a := testkit.GenMap(t, 5, 2, 1)
+	empty := *a
+	empty.Services = nil
+	other := testkit.Compile(t, "other.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: elsewhere, namespace: other}\nspec: {clusterIP: 10.96.99.1, ports: [{port: 80}]}\n", pipeline.Settings{}).Map
+	backend, fake := fakeBackend(t, otherTool, 0)
+	ap := &Applier{Backend: backend}
+	ctx := context.Background()
+	// An empty input on an empty node is refused too: nothing says the input is right.
+	if _, err := ap.Sync(ctx, &empty, SyncOptions{}); !errors.Is(err, ErrWouldEmpty) {
+		t.Errorf("empty input: %v", err)
+	}
+	if _, err := ap.Sync(ctx, a, SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.Text()
+	for name, sm := range map[string]*ir.ServiceMap{"no Service": &empty, "no Service of the node's": other} {
+		_, err := ap.Sync(ctx, sm, SyncOptions{Reread: true})
+		if !errors.Is(err, ErrWouldEmpty) || !strings.Contains(err.Error(), "--allow-empty") {
+			t.Errorf("%s: %v, want a refusal that names --allow-empty", name, err)
+		}
+		if fake.Text() != before {
+			t.Errorf("%s: the refused sync changed the node", name)
+		}
+	}
+	if _, err := ap.Sync(ctx, &empty, SyncOptions{Reread: true, AllowEmpty: true}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(fake.Text(), "KUBE-SVC-") {
+		t.Error("--allow-empty kept Service chains")
+	}
 }

@@ -51,6 +51,8 @@ type Watch struct {
 	Log    *slog.Logger
 	// Ready, if set, is called with the served address once it listens.
 	Ready func(addr string)
+	// AllowEmpty: see SyncOptions.
+	AllowEmpty bool
 
 	metrics *metrics
 	mu      sync.Mutex
@@ -207,7 +209,7 @@ func (w *Watch) syncOnce(ctx context.Context, reason string, changed []string) (
 	if err != nil {
 		return nil, err
 	}
-	return w.Applier.Sync(ctx, sm, SyncOptions{Reread: reason != "change", Hint: hint})
+	return w.Applier.Sync(ctx, sm, SyncOptions{Reread: reason != "change", Hint: hint, AllowEmpty: w.AllowEmpty})
 }
 
 // healthy: the last sync succeeded, within two intervals.

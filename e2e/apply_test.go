@@ -3,12 +3,14 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -579,4 +581,37 @@ func nftHandles(t *testing.T, n *node) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestApplyRefusesToEmpty: an empty stdin (kubectl ... | svcgen apply -f - whose kubectl
+// failed), an empty file and a misspelt kind change nothing on a node that holds
+// Services, and exit 1 naming --allow-empty; with --allow-empty the Services go.
+func TestApplyRefusesToEmpty(t *testing.T) {
+	n := newNode(t)
+	n.apply()
+	before := n.save()
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	typo := filepath.Join(t.TempDir(), "typo.yaml")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(typo, []byte("apiVersion: v1\nkind: Servcie\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-f", "-"}, {"-f", empty}, {"-f", typo}} {
+		_, stderr, err := n.svcgen(append([]string{"apply", "--apply-lock", n.lock}, args...)...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr, "--allow-empty") {
+			t.Errorf("apply %v: %v\n%s", args, err, stderr)
+		}
+		if got := n.save(); got != before {
+			t.Errorf("apply %v changed the node:\n%s", args, got)
+		}
+	}
+	if _, stderr, err := n.svcgen("apply", "--apply-lock", n.lock, "-f", empty, "--allow-empty"); err != nil {
+		t.Fatalf("--allow-empty: %v\n%s", err, stderr)
+	}
+	if got := n.save(); strings.Contains(got, "KUBE-SVC-") || otherRules(got) != otherRules(before) {
+		t.Errorf("--allow-empty left:\n%s", got)
+	}
 }

@@ -19,13 +19,14 @@ import (
 
 type applyFlags struct {
 	inputFlags
-	dryRun    bool
-	full      bool
-	watch     bool
-	interval  time.Duration
-	listen    string
-	wait      time.Duration
-	applyLock string
+	dryRun     bool
+	full       bool
+	watch      bool
+	interval   time.Duration
+	listen     string
+	wait       time.Duration
+	applyLock  string
+	allowEmpty bool
 }
 
 func newApply(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -78,6 +79,7 @@ iptables-legacy and ipvs keep no generation and are read on every interval.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the unified diff that would be loaded, and change nothing")
 	fl.BoolVar(&f.full, "full", false, "rewrite every chain, not only the ones that differ")
+	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "load even an input with no Service, or one that shares no Service with the rules on the node (both would delete every Service's rules)")
 	fl.BoolVar(&f.watch, "watch", false, "keep syncing: on input changes and every --interval")
 	fl.DurationVar(&f.interval, "interval", 30*time.Second, "with --watch: re-read the inputs and the kernel this often")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:10249", "with --watch: address of /healthz and /metrics (\"\" for none)")
@@ -145,7 +147,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		unlock() // --watch reads the lock file once, at the start
 		current := res.Map
 		w := &apply.Watch{
-			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log,
+			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log, AllowEmpty: f.allowEmpty,
 			// The one boundary to the compiler: pipeline.Watch keeps the compiled
 			// state and recompiles only the Services a changed file touches.
 			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, *apply.Hint, error) {
@@ -163,7 +165,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		return w.Run(ctx)
 	}
-	out, err := a.Sync(ctx, res.Map, apply.SyncOptions{Full: f.full, DryRun: f.dryRun})
+	out, err := a.Sync(ctx, res.Map, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: f.allowEmpty})
 	if err != nil {
 		return err
 	}
