@@ -615,3 +615,38 @@ func TestApplyRefusesToEmpty(t *testing.T) {
 		t.Errorf("--allow-empty left:\n%s", got)
 	}
 }
+
+// TestCompleteThenAudit: a complete ruleset loaded with a plain iptables-restore is in
+// step for audit --live, also when KUBE-FIREWALL is only the empty jump target the
+// complete file declares for kubelet (localhost node ports off). Before, audit
+// reported that empty chain and its jumps as drift, for ever.
+func TestCompleteThenAudit(t *testing.T) {
+	l := netlab.New(t)
+	ns := l.NS("node")
+	dir := t.TempDir()
+	bin := svcgenBinary(t)
+	for _, f := range []string{"cluster.yaml", "list.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(string(data), "clusterCIDR: 198.18.0.0/15", "clusterCIDR: 198.18.0.0/15\niptables: {localhostNodePorts: false}", 1)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules, err := exec.Command(bin, "compile", "-f", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rules), ":KUBE-FIREWALL - [0:0]") || strings.Contains(string(rules), "-A KUBE-FIREWALL") {
+		t.Fatalf("the case needs an empty KUBE-FIREWALL:\n%s", rules)
+	}
+	if err := l.Feed(ns, rules, "iptables-restore"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, bin, "audit", "-f", dir, "--live").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "all in step") {
+		t.Errorf("audit after compile | iptables-restore: %v\n%s", err, out)
+	}
+}

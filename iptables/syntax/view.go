@@ -79,8 +79,9 @@ func (o Owners) LineOwner(line string) string {
 }
 
 // KubeProxyOwns reports a chain of the table that kube-proxy (or svcgen) made in some
-// mode (IsKubeProxyChain), or KUBE-FIREWALL when it holds nothing but kube-proxy's
-// localhost rule (a KUBE-FIREWALL with other rules is kubelet's).
+// mode (IsKubeProxyChain), or KUBE-FIREWALL when it holds kube-proxy's localhost rule
+// and nothing else (with other rules it is kubelet's; empty, as a complete ruleset
+// declares it for kubelet's jumps, it is nobody's and changes no packet).
 func (t *Table) KubeProxyOwns(chain string) bool {
 	return IsKubeProxyChain(chain) || (chain == ChainFirewall && onlyLocalhostBlock(t.Chain(chain)))
 }
@@ -88,8 +89,8 @@ func (t *Table) KubeProxyOwns(chain string) bool {
 // onlyLocalhostBlock reports a KUBE-FIREWALL chain that holds at most kube-proxy's rule
 // blocking outside traffic to 127.0.0.0/8.
 func onlyLocalhostBlock(c *Chain) bool {
-	if c == nil {
-		return false
+	if c == nil || len(c.Rules) == 0 {
+		return false // an empty KUBE-FIREWALL is kubelet's jump target, nobody's rules
 	}
 	key := RuleKey(LocalhostBlock)
 	for _, r := range c.Rules {
