@@ -27,6 +27,7 @@ type applyFlags struct {
 	wait       time.Duration
 	applyLock  string
 	allowEmpty bool
+	settle     time.Duration
 }
 
 func newApply(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -82,6 +83,7 @@ iptables-legacy and ipvs keep no generation and are read on every interval.`,
 	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "load even an input with no Service, or one that shares no Service with the rules on the node (both would delete every Service's rules)")
 	fl.BoolVar(&f.watch, "watch", false, "keep syncing: on input changes and every --interval")
 	fl.DurationVar(&f.interval, "interval", 30*time.Second, "with --watch: re-read the inputs and the kernel this often")
+	fl.DurationVar(&f.settle, "settle", apply.DefaultSettle, "with --watch: read a changed input only once it has stayed unchanged this long")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:10249", "with --watch: address of /healthz and /metrics (\"\" for none)")
 	fl.DurationVar(&f.wait, "wait", 30*time.Second, "wait at most this long for another apply and for the xtables lock")
 	fl.StringVar(&f.applyLock, "apply-lock", "", "lock file that serialises applies (default /run/svcgen/apply-net-<netns inode>.lock)")
@@ -148,6 +150,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		current := res.Map
 		w := &apply.Watch{
 			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log, AllowEmpty: f.allowEmpty,
+			Settle: f.settle,
 			// The one boundary to the compiler: pipeline.Watch keeps the compiled
 			// state and recompiles only the Services a changed file touches.
 			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, *apply.Hint, error) {
