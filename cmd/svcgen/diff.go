@@ -37,7 +37,8 @@ the rules' own comments (and from the manifests, with -f):
   -A KUBE-SERVICES ... -j KUBE-SVC-XPGD46QRK7WJZT7O (ns1/svc1:p80)
   :KUBE-SEP-SXIVWICOYRO3J4NJ (ns1/svc1:p80 -> 10.180.0.1:80) -
 With --live only what kube-proxy owns is compared (its chains and its jumps from the
-built-in chains). The exit status is 0 whether or not they differ; see audit.`,
+built-in chains). The exit status is 0 when they are the same, 3 when they differ, 1
+when a ruleset or the manifests cannot be read, 2 for a usage mistake.`,
 		Example: `  svcgen diff before.rules after.rules
   ip netns exec node1 svcgen diff --live -f manifests/
   svcgen compile -f manifests/ | svcgen diff --live -`,
@@ -107,8 +108,14 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	v := apply.ViewOptions{Map: sm, All: !f.live}
 	nv := v
 	nv.Installed = f.live
-	_, err = stdout.Write(ruleview.Unified(oldName, old.View(v), newName, new.View(nv)))
-	return err
+	d := ruleview.Unified(oldName, old.View(v), newName, new.View(nv))
+	if _, err := stdout.Write(d); err != nil {
+		return err
+	}
+	if d != nil {
+		return &exitError{code: exitDiffers}
+	}
+	return nil
 }
 
 func checkMode(mode string) error {

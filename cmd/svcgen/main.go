@@ -2,7 +2,7 @@
 // on a node, and works with those rules on a node: apply, diff, trace, verify, audit.
 //
 // Exit status: 0 done; 1 the input is wrong (every error on stderr, one a line);
-// 2 usage.
+// 2 usage; 3 diff and audit found differences.
 package main
 
 import (
@@ -26,6 +26,9 @@ const (
 	exitOK    = 0
 	exitInput = 1
 	exitUsage = 2
+	// exitDiffers is diff's and audit's "the rules differ": apart from 1, so that a
+	// script can tell drift from rules it could not read.
+	exitDiffers = 3
 )
 
 // usageArgs makes a check of positional arguments a usage error (exit status 2).
@@ -62,7 +65,12 @@ type exitError struct {
 	err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 
 // run is main without os.Exit, for tests.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -82,7 +90,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ge *compiler.GateError
 	switch {
 	case errors.As(err, &ee):
-		if ee.err != nil && ee.err.Error() != "" {
+		if ee.err != nil && ee.err.Error() != "" { // diff's differences are on stdout already
 			fmt.Fprintln(stderr, ee.err)
 		}
 		return ee.code
