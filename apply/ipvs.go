@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/moby/ipvs"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/textutil"
 	iptplan "github.com/svcgen/svcgen/iptables/plan"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
@@ -58,8 +59,8 @@ type ipvsState struct {
 	sysctls   map[string]string
 	link      bool // kube-ipvs0 exists
 	addresses []netip.Prefix
-	sets      []*ipvsadm.Set           // kube-proxy's sets of the family
-	services  []*ipvsadm.VirtualServer // every virtual server of the family (not fwmark ones)
+	sets      []*ipvssyntax.Set           // kube-proxy's sets of the family
+	services  []*ipvssyntax.VirtualServer // every virtual server of the family (not fwmark ones)
 	rules     *ipState
 }
 
@@ -72,11 +73,11 @@ func (b *IPVS) Read(ctx context.Context) (State, error) {
 			st.sysctls[name] = strings.TrimSpace(string(v))
 		}
 	}
-	if link, err := netlink.LinkByName(ipvsadm.DummyInterface); err == nil {
+	if link, err := netlink.LinkByName(ipvssyntax.DummyInterface); err == nil {
 		st.link = true
 		addrs, err := netlink.AddrList(link, b.nlFamily())
 		if err != nil {
-			return nil, fmt.Errorf("addresses of %s: %w", ipvsadm.DummyInterface, err)
+			return nil, fmt.Errorf("addresses of %s: %w", ipvssyntax.DummyInterface, err)
 		}
 		for _, a := range addrs {
 			if p, ok := netip.AddrFromSlice(a.IP); ok {
@@ -86,13 +87,13 @@ func (b *IPVS) Read(ctx context.Context) (State, error) {
 		}
 		slices.SortFunc(st.addresses, netip.Prefix.Compare)
 	} else if !errors.As(err, new(netlink.LinkNotFoundError)) {
-		return nil, fmt.Errorf("%s: %w", ipvsadm.DummyInterface, err)
+		return nil, fmt.Errorf("%s: %w", ipvssyntax.DummyInterface, err)
 	}
 	out, err := runTool(ctx, nil, "ipset", "save")
 	if err != nil {
 		return nil, err
 	}
-	sets, err := ipvsadm.ParseSetsBytes("ipset save", out)
+	sets, err := ipvssyntax.ParseSetsBytes("ipset save", out)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func (b *IPVS) Read(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-// ipvsSysctls are the settings kube-proxy's ipvs proxier may set (ipvsadm.Build's).
+// ipvsSysctls are the settings kube-proxy's ipvs proxier may set (ipvssyntax.Build's).
 var ipvsSysctls = []string{
 	"net.ipv4.vs.conntrack", "net.ipv4.vs.expire_nodest_conn", "net.ipv4.vs.expire_quiescent_template",
 	"net.ipv4.ip_forward", "net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.all.arp_announce",
@@ -133,14 +134,14 @@ func (b *IPVS) nlFamily() int {
 
 func (b *IPVS) setNames() []string {
 	var out []string
-	for _, n := range ipvsadm.SetNames() {
-		out = append(out, ipvsadm.SetName(n, b.IPv6))
+	for _, n := range ipvssyntax.SetNames() {
+		out = append(out, ipvssyntax.SetName(n, b.IPv6))
 	}
 	return out
 }
 
 // readServices reads the virtual servers of the family with their real servers.
-func (b *IPVS) readServices() ([]*ipvsadm.VirtualServer, error) {
+func (b *IPVS) readServices() ([]*ipvssyntax.VirtualServer, error) {
 	h, err := ipvs.New("")
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: %w", err)
@@ -150,7 +151,7 @@ func (b *IPVS) readServices() ([]*ipvsadm.VirtualServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: listing virtual servers: %w", err)
 	}
-	var out []*ipvsadm.VirtualServer
+	var out []*ipvssyntax.VirtualServer
 	for _, s := range svcs {
 		if s.FWMark != 0 || (s.AddressFamily == unix.AF_INET6) != b.IPv6 {
 			continue
@@ -165,13 +166,13 @@ func (b *IPVS) readServices() ([]*ipvsadm.VirtualServer, error) {
 		}
 		out = append(out, vs)
 	}
-	ipvsadm.SortServices(out)
+	ipvssyntax.SortServices(out)
 	return out, nil
 }
 
 // fromMoby is a virtual server as ipvsadm sees it. The kernel's own HASHED flag is
 // dropped.
-func fromMoby(s *ipvs.Service) *ipvsadm.VirtualServer {
+func fromMoby(s *ipvs.Service) *ipvssyntax.VirtualServer {
 	a, _ := netip.AddrFromSlice(s.Address)
 	if s.AddressFamily == unix.AF_INET {
 		a = a.Unmap()
@@ -180,11 +181,11 @@ func fromMoby(s *ipvs.Service) *ipvsadm.VirtualServer {
 		}
 	}
 	proto := map[uint16]model.Protocol{unix.IPPROTO_TCP: model.TCP, unix.IPPROTO_UDP: model.UDP, unix.IPPROTO_SCTP: model.SCTP}[s.Protocol]
-	return &ipvsadm.VirtualServer{Protocol: proto, Address: netip.AddrPortFrom(a, s.Port),
+	return &ipvssyntax.VirtualServer{Protocol: proto, Address: netip.AddrPortFrom(a, s.Port),
 		Scheduler: s.SchedName, Flags: s.Flags &^ 0x2, Timeout: s.Timeout}
 }
 
-func realFromMoby(d *ipvs.Destination, ipv6 bool) ipvsadm.RealServer {
+func realFromMoby(d *ipvs.Destination, ipv6 bool) ipvssyntax.RealServer {
 	a, _ := netip.AddrFromSlice(d.Address)
 	if !ipv6 {
 		a = a.Unmap()
@@ -192,17 +193,17 @@ func realFromMoby(d *ipvs.Destination, ipv6 bool) ipvsadm.RealServer {
 			a, _ = netip.AddrFromSlice(d.Address[:4])
 		}
 	}
-	f := ipvsadm.Masquerade
+	f := ipvssyntax.Masquerade
 	switch d.ConnectionFlags & ipvs.ConnectionFlagFwdMask {
 	case ipvs.ConnectionFlagDirectRoute, ipvs.ConnectionFlagLocalNode:
-		f = ipvsadm.Route
+		f = ipvssyntax.Route
 	case ipvs.ConnectionFlagTunnel:
-		f = ipvsadm.Tunnel
+		f = ipvssyntax.Tunnel
 	}
-	return ipvsadm.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight}
+	return ipvssyntax.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight}
 }
 
-func toMoby(vs *ipvsadm.VirtualServer) *ipvs.Service {
+func toMoby(vs *ipvssyntax.VirtualServer) *ipvs.Service {
 	s := &ipvs.Service{
 		Address: vs.Address.Addr().AsSlice(), Port: vs.Address.Port(), SchedName: vs.Scheduler,
 		Flags: vs.Flags, Timeout: vs.Timeout, AddressFamily: unix.AF_INET, Netmask: 0xffffffff,
@@ -214,8 +215,8 @@ func toMoby(vs *ipvsadm.VirtualServer) *ipvs.Service {
 	return s
 }
 
-func destToMoby(vs *ipvsadm.VirtualServer, rs ipvsadm.RealServer) *ipvs.Destination {
-	flags := map[ipvsadm.Forward]uint32{ipvsadm.Masquerade: ipvs.ConnectionFlagMasq, ipvsadm.Route: ipvs.ConnectionFlagDirectRoute, ipvsadm.Tunnel: ipvs.ConnectionFlagTunnel}[rs.Forward]
+func destToMoby(vs *ipvssyntax.VirtualServer, rs ipvssyntax.RealServer) *ipvs.Destination {
+	flags := map[ipvssyntax.Forward]uint32{ipvssyntax.Masquerade: ipvs.ConnectionFlagMasq, ipvssyntax.Route: ipvs.ConnectionFlagDirectRoute, ipvssyntax.Tunnel: ipvs.ConnectionFlagTunnel}[rs.Forward]
 	d := &ipvs.Destination{Address: rs.Address.Addr().AsSlice(), Port: rs.Address.Port(), Weight: rs.Weight, ConnectionFlags: flags, AddressFamily: unix.AF_INET}
 	if vs.Address.Addr().Is6() {
 		// The kernel takes a destination's family from the request and refuses one
@@ -233,22 +234,22 @@ func (s *ipvsState) View(opts ViewOptions) *ruleview.View {
 	v := s.rules.View(opts)
 	owner := map[string]string{}
 	if opts.Map != nil {
-		for _, vs := range ipvsadm.Build(opts.Map).Services {
+		for _, vs := range ipvsrules.Build(opts.Map).Services {
 			if len(vs.For) > 0 {
 				owner[vs.Key()] = strings.Fields(vs.For[0])[0]
 			}
 		}
 	}
 	for _, vs := range s.services {
-		sec := &ruleview.Section{Table: "ipvs", Name: vs.Key(), Header: ipvsadm.ServiceLine(vs), Owner: owner[vs.Key()], Rank: 1}
+		sec := &ruleview.Section{Table: "ipvs", Name: vs.Key(), Header: ipvssyntax.ServiceLine(vs), Owner: owner[vs.Key()], Rank: 1}
 		for _, rs := range vs.Reals {
-			sec.Lines = append(sec.Lines, ruleview.Line{Text: ipvsadm.RealLine(vs, rs)})
+			sec.Lines = append(sec.Lines, ruleview.Line{Text: ipvssyntax.RealLine(vs, rs)})
 		}
 		v.Sections = append(v.Sections, sec)
 	}
 	for _, set := range s.sets {
 		var b bytes.Buffer
-		ipvsadm.WriteSetChanges(&b, nil, []*ipvsadm.Set{set})
+		ipvssyntax.WriteSetChanges(&b, nil, []*ipvssyntax.Set{set})
 		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 		sec := &ruleview.Section{Table: "ipset", Name: set.Name, Header: lines[0]}
 		for _, l := range lines[1:] {
@@ -257,7 +258,7 @@ func (s *ipvsState) View(opts ViewOptions) *ruleview.View {
 		v.Sections = append(v.Sections, sec)
 	}
 	if s.link || len(s.addresses) > 0 {
-		sec := &ruleview.Section{Table: "link", Name: ipvsadm.DummyInterface, Header: "link " + ipvsadm.DummyInterface}
+		sec := &ruleview.Section{Table: "link", Name: ipvssyntax.DummyInterface, Header: "link " + ipvssyntax.DummyInterface}
 		for _, a := range s.addresses {
 			sec.Lines = append(sec.Lines, ruleview.Line{Text: "address " + a.String()})
 		}
@@ -269,7 +270,7 @@ func (s *ipvsState) View(opts ViewOptions) *ruleview.View {
 
 // stateOf is the state a node holding exactly the built state has, besides what the
 // base (the node's other rules) holds.
-func (b *IPVS) stateOf(want *ipvsadm.Node, base *iptsyntax.Ruleset) (*ipvsState, error) {
+func (b *IPVS) stateOf(want *ipvssyntax.Node, base *iptsyntax.Ruleset) (*ipvsState, error) {
 	rules, err := companionRules(want, base)
 	if err != nil {
 		return nil, err
@@ -284,9 +285,9 @@ func (b *IPVS) stateOf(want *ipvsadm.Node, base *iptsyntax.Ruleset) (*ipvsState,
 
 // companionRules is base with kube-proxy's ipvs chains written over it and its jumps
 // from the built-in chains inserted where missing.
-func companionRules(want *ipvsadm.Node, base *iptsyntax.Ruleset) (*iptsyntax.Ruleset, error) {
+func companionRules(want *ipvssyntax.Node, base *iptsyntax.Ruleset) (*iptsyntax.Ruleset, error) {
 	var payload bytes.Buffer
-	if err := ipvsadm.WritePayload(&payload, want); err != nil {
+	if err := ipvssyntax.WritePayload(&payload, want); err != nil {
 		return nil, err
 	}
 	rs := base.Clone()
@@ -300,7 +301,7 @@ func companionRules(want *ipvsadm.Node, base *iptsyntax.Ruleset) (*iptsyntax.Rul
 // jumpRules are kube-proxy's ipvs-mode jumps in the order it ensures them.
 func jumpRules() []iptsyntax.Jump {
 	var out []iptsyntax.Jump
-	for _, j := range ipvsadm.Jumps {
+	for _, j := range ipvssyntax.Jumps {
 		out = append(out, iptsyntax.Jump{Table: j.Table, From: j.From, Args: j.Args()})
 	}
 	return out
@@ -308,12 +309,12 @@ func jumpRules() []iptsyntax.Jump {
 
 // Want is the state of a node holding exactly sm's ipvs-mode state.
 func (b *IPVS) Want(sm *ir.ServiceMap) (State, error) {
-	return b.stateOf(ipvsadm.Build(sm), &iptsyntax.Ruleset{})
+	return b.stateOf(ipvsrules.Build(sm), &iptsyntax.Ruleset{})
 }
 
 // Parse reads an ipvs script written by svcgen compile -m ipvs.
 func (b *IPVS) Parse(name string, data []byte) (State, error) {
-	n, err := ipvsadm.ParseScript(name, bytes.NewReader(data))
+	n, err := ipvssyntax.ParseScript(name, bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +358,7 @@ func (b *IPVS) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, erro
 	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
 		return nil, err
 	}
-	want := ipvsadm.Build(sm)
+	want := ipvsrules.Build(sm)
 	after, err := b.stateOf(want, st.rules.ruleset())
 	if err != nil {
 		return nil, err
@@ -398,7 +399,7 @@ func (b *IPVS) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, erro
 			after.services = append(after.services, vs)
 		}
 	}
-	ipvsadm.SortServices(after.services)
+	ipvssyntax.SortServices(after.services)
 	p.summary = c.summary()
 	return p, nil
 }
@@ -419,7 +420,7 @@ func (c ipvsCount) summary() Summary {
 }
 
 // sysctls adds an op for each kernel setting that differs.
-func (p *ipvsPlan) sysctls(st *ipvsState, want *ipvsadm.Node) {
+func (p *ipvsPlan) sysctls(st *ipvsState, want *ipvssyntax.Node) {
 	for _, s := range want.Sysctls {
 		if st.sysctls[s.Name] == s.Value {
 			continue
@@ -439,8 +440,8 @@ func (p *ipvsPlan) sysctls(st *ipvsState, want *ipvsadm.Node) {
 }
 
 func linkAdd() ipvsOp {
-	return ipvsOp{what: "ip link add " + ipvsadm.DummyInterface + " type dummy", do: func(*ipvsRun) (func(*ipvsRun) error, error) {
-		link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: ipvsadm.DummyInterface}}
+	return ipvsOp{what: "ip link add " + ipvssyntax.DummyInterface + " type dummy", do: func(*ipvsRun) (func(*ipvsRun) error, error) {
+		link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: ipvssyntax.DummyInterface}}
 		if err := netlink.LinkAdd(link); err != nil {
 			return nil, err
 		}
@@ -454,7 +455,7 @@ func addrOp(a netip.Prefix, add bool) ipvsOp {
 		verb = "del"
 	}
 	change := func(add bool) error {
-		link, err := netlink.LinkByName(ipvsadm.DummyInterface)
+		link, err := netlink.LinkByName(ipvssyntax.DummyInterface)
 		if err != nil {
 			return err
 		}
@@ -467,7 +468,7 @@ func addrOp(a netip.Prefix, add bool) ipvsOp {
 		}
 		return netlink.AddrDel(link, addr)
 	}
-	return ipvsOp{what: "ip addr " + verb + " " + a.String() + " dev " + ipvsadm.DummyInterface, do: func(*ipvsRun) (func(*ipvsRun) error, error) {
+	return ipvsOp{what: "ip addr " + verb + " " + a.String() + " dev " + ipvssyntax.DummyInterface, do: func(*ipvsRun) (func(*ipvsRun) error, error) {
 		if err := change(add); err != nil {
 			return nil, err
 		}
@@ -476,9 +477,9 @@ func addrOp(a netip.Prefix, add bool) ipvsOp {
 }
 
 // sets adds one op that loads the entry changes with ipset restore.
-func (p *ipvsPlan) sets(from, to []*ipvsadm.Set, c *ipvsCount) error {
+func (p *ipvsPlan) sets(from, to []*ipvssyntax.Set, c *ipvsCount) error {
 	var fwd, back bytes.Buffer
-	if err := ipvsadm.WriteSetChanges(&fwd, from, to); err != nil {
+	if err := ipvssyntax.WriteSetChanges(&fwd, from, to); err != nil {
 		return err
 	}
 	if fwd.Len() == 0 {
@@ -490,14 +491,14 @@ func (p *ipvsPlan) sets(from, to []*ipvsadm.Set, c *ipvsCount) error {
 		}
 	}
 	// Undo: the entries back, then the sets that were created destroyed.
-	ipvsadm.WriteSetChanges(&back, to, from)
-	var created []*ipvsadm.Set
+	ipvssyntax.WriteSetChanges(&back, to, from)
+	var created []*ipvssyntax.Set
 	for _, s := range to {
-		if !slices.ContainsFunc(from, func(o *ipvsadm.Set) bool { return o.Name == s.Name }) {
+		if !slices.ContainsFunc(from, func(o *ipvssyntax.Set) bool { return o.Name == s.Name }) {
 			created = append(created, s)
 		}
 	}
-	ipvsadm.WriteDestroySets(&back, created)
+	ipvssyntax.WriteDestroySets(&back, created)
 	p.ops = append(p.ops, ipvsOp{what: "ipset restore (sets)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
 		if _, err := runTool(r.ctx, fwd.Bytes(), "ipset", "restore", "-exist"); err != nil {
 			return nil, err
@@ -512,8 +513,8 @@ func (p *ipvsPlan) sets(from, to []*ipvsadm.Set, c *ipvsCount) error {
 
 // services adds the virtual-server and real-server ops: new and changed ones in the
 // wanted order, then the virtual servers nobody wants (those inside excludeCIDRs stay).
-func (p *ipvsPlan) services(from []*ipvsadm.VirtualServer, want *ipvsadm.Node, full bool, c *ipvsCount) {
-	have := map[string]*ipvsadm.VirtualServer{}
+func (p *ipvsPlan) services(from []*ipvssyntax.VirtualServer, want *ipvssyntax.Node, full bool, c *ipvsCount) {
+	have := map[string]*ipvssyntax.VirtualServer{}
 	for _, vs := range from {
 		have[vs.Key()] = vs
 	}
@@ -524,15 +525,15 @@ func (p *ipvsPlan) services(from []*ipvsadm.VirtualServer, want *ipvsadm.Node, f
 		case old == nil:
 			p.ops = append(p.ops, vsOp(vs, nil, svc))
 			c.vsAdded++
-			old = &ipvsadm.VirtualServer{}
+			old = &ipvssyntax.VirtualServer{}
 		case full || old.Scheduler != vs.Scheduler || old.Flags != vs.Flags || old.Timeout != vs.Timeout:
 			p.ops = append(p.ops, vsOp(vs, old, svc))
 			c.vsUpdated++
 		}
 		for _, rs := range vs.Reals {
-			i := slices.IndexFunc(old.Reals, func(o ipvsadm.RealServer) bool { return o.Address == rs.Address })
+			i := slices.IndexFunc(old.Reals, func(o ipvssyntax.RealServer) bool { return o.Address == rs.Address })
 			if i < 0 || full || old.Reals[i] != rs {
-				var prev *ipvsadm.RealServer
+				var prev *ipvssyntax.RealServer
 				if i >= 0 {
 					prev = &old.Reals[i]
 				}
@@ -541,7 +542,7 @@ func (p *ipvsPlan) services(from []*ipvsadm.VirtualServer, want *ipvsadm.Node, f
 			}
 		}
 		for _, rs := range old.Reals {
-			if !slices.ContainsFunc(vs.Reals, func(o ipvsadm.RealServer) bool { return o.Address == rs.Address }) {
+			if !slices.ContainsFunc(vs.Reals, func(o ipvssyntax.RealServer) bool { return o.Address == rs.Address }) {
 				p.ops = append(p.ops, rsOp(vs, rs, nil, false, svc))
 				c.rsChanged++
 			}
@@ -556,7 +557,7 @@ func (p *ipvsPlan) services(from []*ipvsadm.VirtualServer, want *ipvsadm.Node, f
 }
 
 // excluded: a virtual server inside excludeCIDRs is not kube-proxy's to delete.
-func excluded(vs *ipvsadm.VirtualServer, cidrs []netip.Prefix) bool {
+func excluded(vs *ipvssyntax.VirtualServer, cidrs []netip.Prefix) bool {
 	for _, c := range cidrs {
 		if c.Contains(vs.Address.Addr()) {
 			return true
@@ -567,8 +568,8 @@ func excluded(vs *ipvsadm.VirtualServer, cidrs []netip.Prefix) bool {
 
 // vsOp adds a virtual server, or updates old to vs in place (kube-proxy's
 // UpdateService: the address stays up).
-func vsOp(vs, old *ipvsadm.VirtualServer, svc string) ipvsOp {
-	what := ipvsadm.ServiceLine(vs)
+func vsOp(vs, old *ipvssyntax.VirtualServer, svc string) ipvsOp {
+	what := ipvssyntax.ServiceLine(vs)
 	if old != nil {
 		what = "-E" + strings.TrimPrefix(what, "-A")
 	}
@@ -587,7 +588,7 @@ func vsOp(vs, old *ipvsadm.VirtualServer, svc string) ipvsOp {
 }
 
 // vsDelOp deletes a virtual server; undoing it puts it back with its real servers.
-func vsDelOp(vs *ipvsadm.VirtualServer) ipvsOp {
+func vsDelOp(vs *ipvssyntax.VirtualServer) ipvsOp {
 	return ipvsOp{what: "-D " + vs.Key(), do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
 		if err := r.h.DelService(toMoby(vs)); err != nil {
 			return nil, err
@@ -607,8 +608,8 @@ func vsDelOp(vs *ipvsadm.VirtualServer) ipvsOp {
 }
 
 // rsOp adds a real server (prev nil), updates prev to rs, or deletes rs (add false).
-func rsOp(vs *ipvsadm.VirtualServer, rs ipvsadm.RealServer, prev *ipvsadm.RealServer, add bool, svc string) ipvsOp {
-	what := ipvsadm.RealLine(vs, rs)
+func rsOp(vs *ipvssyntax.VirtualServer, rs ipvssyntax.RealServer, prev *ipvssyntax.RealServer, add bool, svc string) ipvsOp {
+	what := ipvssyntax.RealLine(vs, rs)
 	switch {
 	case !add:
 		what = "-d " + vs.Key() + " -r " + rs.Address.String()
@@ -721,7 +722,7 @@ func (b *IPVS) Cleanup(from State) (Plan, error) {
 	}
 	if len(st.sets) > 0 {
 		var destroy bytes.Buffer
-		ipvsadm.WriteDestroySets(&destroy, st.sets)
+		ipvssyntax.WriteDestroySets(&destroy, st.sets)
 		sets := st.sets
 		p.ops = append(p.ops, ipvsOp{what: "ipset destroy (kube-proxy's sets)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
 			if _, err := runTool(r.ctx, destroy.Bytes(), "ipset", "restore"); err != nil {
@@ -729,7 +730,7 @@ func (b *IPVS) Cleanup(from State) (Plan, error) {
 			}
 			return func(r *ipvsRun) error {
 				var back bytes.Buffer
-				ipvsadm.WriteSetChanges(&back, nil, sets)
+				ipvssyntax.WriteSetChanges(&back, nil, sets)
 				_, err := runTool(r.ctx, back.Bytes(), "ipset", "restore", "-exist")
 				return err
 			}, nil
@@ -737,8 +738,8 @@ func (b *IPVS) Cleanup(from State) (Plan, error) {
 		c.setEntries += len(st.sets)
 	}
 	if st.link && !b.IPv6 {
-		p.ops = append(p.ops, ipvsOp{what: "ip link del " + ipvsadm.DummyInterface, do: func(*ipvsRun) (func(*ipvsRun) error, error) {
-			link, err := netlink.LinkByName(ipvsadm.DummyInterface)
+		p.ops = append(p.ops, ipvsOp{what: "ip link del " + ipvssyntax.DummyInterface, do: func(*ipvsRun) (func(*ipvsRun) error, error) {
+			link, err := netlink.LinkByName(ipvssyntax.DummyInterface)
 			if err != nil {
 				return nil, err
 			}
@@ -752,7 +753,7 @@ func (b *IPVS) Cleanup(from State) (Plan, error) {
 // kubeProxyServices says which virtual servers kube-proxy made, from its own records:
 // an address bound to kube-ipvs0 (or listed in KUBE-IPVS-IPS), or a node port listed
 // in its node-port sets.
-func kubeProxyServices(st *ipvsState) func(*ipvsadm.VirtualServer) bool {
+func kubeProxyServices(st *ipvsState) func(*ipvssyntax.VirtualServer) bool {
 	bound := map[netip.Addr]bool{}
 	for _, a := range st.addresses {
 		bound[a.Addr()] = true
@@ -773,7 +774,7 @@ func kubeProxyServices(st *ipvsState) func(*ipvsadm.VirtualServer) bool {
 		}
 		return false
 	}
-	return func(vs *ipvsadm.VirtualServer) bool {
+	return func(vs *ipvssyntax.VirtualServer) bool {
 		a, port := vs.Address.Addr(), fmt.Sprint(vs.Address.Port())
 		if bound[a] || in("KUBE-IPVS-IPS", a.String()) {
 			return true

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -43,7 +43,7 @@ func TestIPVSPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty := &ipvsState{sysctls: map[string]string{}, rules: &ipState{rs: other},
-		services: []*ipvsadm.VirtualServer{
+		services: []*ipvssyntax.VirtualServer{
 			{Protocol: "TCP", Address: mustAddrPort("198.51.100.7:80"), Scheduler: "rr"}, // excluded: stays
 			{Protocol: "TCP", Address: mustAddrPort("198.19.0.99:80"), Scheduler: "rr"},  // stale: goes
 		}}
@@ -99,10 +99,10 @@ func TestIPVSCleanupOwnership(t *testing.T) {
 	st := &ipvsState{
 		link:      true,
 		addresses: []netip.Prefix{mustPrefix("198.19.0.10/32")},
-		sets: []*ipvsadm.Set{
-			{Name: "KUBE-NODE-PORT-TCP", Type: ipvsadm.BitmapPort, Range: "0-65535", Entries: []string{"30080"}},
+		sets: []*ipvssyntax.Set{
+			{Name: "KUBE-NODE-PORT-TCP", Type: ipvssyntax.BitmapPort, Range: "0-65535", Entries: []string{"30080"}},
 		},
-		services: []*ipvsadm.VirtualServer{
+		services: []*ipvssyntax.VirtualServer{
 			{Protocol: "TCP", Address: mustAddrPort("198.19.0.10:80"), Scheduler: "rr"},
 			{Protocol: "TCP", Address: mustAddrPort("198.18.0.1:30080"), Scheduler: "rr"},
 			{Protocol: "TCP", Address: mustAddrPort("198.18.0.1:8443"), Scheduler: "rr"},

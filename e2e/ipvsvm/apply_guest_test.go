@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/svcgen/svcgen/apply"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -134,11 +135,11 @@ func TestGuestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("first apply: %s", res.Summary.Text)
-	want := ipvsadm.Build(three)
+	want := ipvsrules.Build(three)
 	saved := lab.l.In(lab.node, "ipvsadm", "-Sn")
 	for _, vs := range want.Services {
-		if !strings.Contains(saved, ipvsadm.ServiceLine(vs)) {
-			t.Errorf("ipvsadm -Sn lacks %s:\n%s", ipvsadm.ServiceLine(vs), saved)
+		if !strings.Contains(saved, ipvssyntax.ServiceLine(vs)) {
+			t.Errorf("ipvsadm -Sn lacks %s:\n%s", ipvssyntax.ServiceLine(vs), saved)
 		}
 	}
 	for _, keep := range []string{"-A -t 198.51.100.7:80 -s rr"} {
@@ -220,7 +221,7 @@ func TestGuestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := lab.nodeState()
-	for _, gone := range []string{"KUBE-", "198.19.0.10", ipvsadm.DummyInterface} {
+	for _, gone := range []string{"KUBE-", "198.19.0.10", ipvssyntax.DummyInterface} {
 		if strings.Contains(left, gone) {
 			t.Errorf("after cleanup the node still has %s:\n%s", gone, left)
 		}

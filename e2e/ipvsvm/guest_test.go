@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/moby/ipvs"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	svcmodel "github.com/svcgen/svcgen/model"
 )
 
@@ -96,19 +97,19 @@ func insideGuest(t *testing.T) {
 
 // compile builds the node's state from the cluster, with or without the third
 // web endpoint.
-func compile(t *testing.T, withThird bool) *ipvsadm.Node {
+func compile(t *testing.T, withThird bool) *ipvssyntax.Node {
 	t.Helper()
 	third := ""
 	if withThird {
 		third = "- {addresses: [198.18.1.3], nodeName: node2}"
 	}
-	return ipvsadm.Build(testkit.Compile(t, "guest.yaml", fmt.Sprintf(clusterYAML, third), pipeline.Settings{}).Map)
+	return ipvsrules.Build(testkit.Compile(t, "guest.yaml", fmt.Sprintf(clusterYAML, third), pipeline.Settings{}).Map)
 }
 
-func writeScript(t *testing.T, n *ipvsadm.Node, path string) {
+func writeScript(t *testing.T, n *ipvssyntax.Node, path string) {
 	t.Helper()
 	var b bytes.Buffer
-	if err := ipvsadm.WriteScript(&b, n, ipvsadm.Header{Node: "node1"}); err != nil {
+	if err := ipvssyntax.WriteScript(&b, n, ipvssyntax.Header{Node: "node1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o755); err != nil {
@@ -193,15 +194,15 @@ func topology(t *testing.T) *guest {
 func (g *guest) in(args ...string) string { return g.l.In(g.node, args...) }
 
 // checkKernel reads the node back with the tools and svcgen's parsers.
-func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
-	got, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn", []byte(g.in("ipvsadm", "-Sn")))
+func (g *guest) checkKernel(t *testing.T, want *ipvssyntax.Node) {
+	got, err := ipvssyntax.ParseRulesBytes("ipvsadm -Sn", []byte(g.in("ipvsadm", "-Sn")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a, b := rulesText(t, want.Services), rulesText(t, got); a != b {
 		t.Errorf("ipvsadm -Sn differs from the script's state:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-	sets, err := ipvsadm.ParseSetsBytes("ipset save", []byte(g.in("ipset", "save")))
+	sets, err := ipvssyntax.ParseSetsBytes("ipset save", []byte(g.in("ipset", "save")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 		t.Errorf("ipset save has %d sets, want %d (no scratch set left)", len(sets), len(want.Sets))
 	}
 	for _, ws := range want.Sets {
-		var gs *ipvsadm.Set
+		var gs *ipvssyntax.Set
 		for _, s := range sets {
 			if s.Name == ws.Name {
 				gs = s
@@ -223,7 +224,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 		}
 	}
 	var addrs []string
-	for _, l := range strings.Split(g.in("ip", "-o", "-4", "addr", "show", "dev", ipvsadm.DummyInterface), "\n") {
+	for _, l := range strings.Split(g.in("ip", "-o", "-4", "addr", "show", "dev", ipvssyntax.DummyInterface), "\n") {
 		if f := strings.Fields(l); len(f) > 3 {
 			addrs = append(addrs, f[3])
 		}
@@ -235,7 +236,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 	if strings.Join(addrs, " ") != strings.Join(wantAddrs, " ") {
 		t.Errorf("kube-ipvs0 has %q, want %q", addrs, wantAddrs)
 	}
-	for _, tbl := range []ipvsadm.Table{want.NAT, want.Filter} {
+	for _, tbl := range []ipvssyntax.Table{want.NAT, want.Filter} {
 		rs, err := iptsyntax.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", tbl.Name)))
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +252,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 			}
 		}
 	}
-	for _, j := range ipvsadm.Jumps {
+	for _, j := range ipvssyntax.Jumps {
 		rs, _ := iptsyntax.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", j.Table)))
 		n := 0
 		for _, r := range rs.Table(j.Table).Chain(j.From).Rules {
@@ -265,9 +266,9 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 	}
 }
 
-func rulesText(t *testing.T, vss []*ipvsadm.VirtualServer) string {
+func rulesText(t *testing.T, vss []*ipvssyntax.VirtualServer) string {
 	var b bytes.Buffer
-	if err := ipvsadm.WriteRules(&b, vss); err != nil {
+	if err := ipvssyntax.WriteRules(&b, vss); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -306,7 +307,7 @@ func (g *guest) roundRobin(t *testing.T) {
 
 // netlinkState programs the same virtual servers with github.com/moby/ipvs in a
 // fresh namespace and reads them back, through the library and through ipvsadm.
-func (g *guest) netlinkState(t *testing.T, want *ipvsadm.Node) {
+func (g *guest) netlinkState(t *testing.T, want *ipvssyntax.Node) {
 	// A namespace with no address has no local routing table, and the kernel then
 	// takes every real-server address for a broadcast one and refuses it (EINVAL):
 	// NS sets loopback up.
@@ -335,7 +336,7 @@ func (g *guest) netlinkState(t *testing.T, want *ipvsadm.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back []*ipvsadm.VirtualServer
+	var back []*ipvssyntax.VirtualServer
 	for _, s := range svcs {
 		vs := fromMoby(t, s)
 		dests, err := h.GetDestinations(s)
@@ -350,19 +351,19 @@ func (g *guest) netlinkState(t *testing.T, want *ipvsadm.Node) {
 					a, _ = netip.AddrFromSlice(d.Address[:4])
 				}
 			}
-			f := ipvsadm.Masquerade
+			f := ipvssyntax.Masquerade
 			if d.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq {
-				f = ipvsadm.Route
+				f = ipvssyntax.Route
 			}
-			vs.Reals = append(vs.Reals, ipvsadm.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight})
+			vs.Reals = append(vs.Reals, ipvssyntax.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight})
 		}
 		back = append(back, vs)
 	}
-	ipvsadm.SortServices(back)
+	ipvssyntax.SortServices(back)
 	if a, b := rulesText(t, want.Services), rulesText(t, back); a != b {
 		t.Errorf("moby/ipvs GetServices differs:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-	saved, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(g.l.In(ns, "ipvsadm", "-Sn")))
+	saved, err := ipvssyntax.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(g.l.In(ns, "ipvsadm", "-Sn")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func (g *guest) netlinkState(t *testing.T, want *ipvsadm.Node) {
 	}
 }
 
-func toMoby(vs *ipvsadm.VirtualServer) *ipvs.Service {
+func toMoby(vs *ipvssyntax.VirtualServer) *ipvs.Service {
 	s := &ipvs.Service{
 		Address: vs.Address.Addr().AsSlice(), Port: vs.Address.Port(), SchedName: vs.Scheduler,
 		Flags: vs.Flags, Timeout: vs.Timeout, AddressFamily: 2, Netmask: 0xffffffff,
@@ -383,7 +384,7 @@ func toMoby(vs *ipvsadm.VirtualServer) *ipvs.Service {
 	return s
 }
 
-func fromMoby(t *testing.T, s *ipvs.Service) *ipvsadm.VirtualServer {
+func fromMoby(t *testing.T, s *ipvs.Service) *ipvssyntax.VirtualServer {
 	if s.Flags&0x2 == 0 {
 		t.Errorf("service %v came back without the kernel's HASHED flag", s.Address)
 	}
@@ -392,7 +393,7 @@ func fromMoby(t *testing.T, s *ipvs.Service) *ipvsadm.VirtualServer {
 		a = a.Unmap()
 	}
 	proto := map[uint16]string{6: "TCP", 17: "UDP", 132: "SCTP"}[s.Protocol]
-	return &ipvsadm.VirtualServer{Protocol: svcmodel.Protocol(proto), Address: netip.AddrPortFrom(a, s.Port),
+	return &ipvssyntax.VirtualServer{Protocol: svcmodel.Protocol(proto), Address: netip.AddrPortFrom(a, s.Port),
 		Scheduler: s.SchedName, Flags: s.Flags &^ 0x2, Timeout: s.Timeout}
 }
 

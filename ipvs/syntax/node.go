@@ -1,4 +1,4 @@
-package ipvsadm
+package syntax
 
 import (
 	"cmp"
@@ -47,6 +47,11 @@ type Table struct {
 	Name   string
 	Chains []string
 	Rules  []Rule
+}
+
+// Add appends the rule "-A chain args...".
+func (t *Table) Add(chain string, args ...string) {
+	t.Rules = append(t.Rules, Rule{Chain: chain, Args: args})
 }
 
 // Rule is "-A Chain Args...".
@@ -154,10 +159,11 @@ func SortServices(vss []*VirtualServer) {
 		return a.Address.Compare(b.Address)
 	})
 	for _, vs := range vss {
-		if !slices.IsSortedFunc(vs.Reals, compareReals) {
-			slices.SortFunc(vs.Reals, compareReals)
+		if !slices.IsSortedFunc(vs.Reals, CompareReals) {
+			slices.SortFunc(vs.Reals, CompareReals)
 		}
 	}
 }
 
-func compareReals(a, b RealServer) int { return a.Address.Compare(b.Address) }
+// CompareReals orders real servers as ipvsadm saves them: by address, then port.
+func CompareReals(a, b RealServer) int { return a.Address.Compare(b.Address) }

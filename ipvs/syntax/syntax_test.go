@@ -1,4 +1,4 @@
-package ipvsadm
+package syntax
 
 import (
 	"bufio"
@@ -263,45 +263,3 @@ func TestAddressesProgram(t *testing.T) {
 }
 
 func bufioWriter(b *bytes.Buffer) *bufio.Writer { return bufio.NewWriter(b) }
-
-// The ipvs section of the configuration reaches the script: timeouts for ipvsadm
-// --set, strictARP's sysctls, mh's mh-port flag, excludeCIDRs for the reconcile.
-func TestConfigurationInScript(t *testing.T) {
-	n, ok := buildBytes([]byte(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: ipvs
-ipvs: {scheduler: mh, strictARP: true, tcpTimeout: 900s, tcpFinTimeout: 2m, udpTimeout: 300s, excludeCIDRs: [198.51.100.0/24, "2001:db8::/32"]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: shop}
-spec:
-  clusterIP: 10.96.0.10
-  ports: [{name: http, port: 80}]
-`))
-	if !ok {
-		t.Fatal("the input did not compile")
-	}
-	var b bytes.Buffer
-	if err := WriteScript(&b, n, Header{Node: "node1"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"\nipvsadm --set 900 120 300\n",
-		"\nsysctl -q -w net.ipv4.conf.all.arp_ignore=1\n",
-		"\nsysctl -q -w net.ipv4.conf.all.arp_announce=2\n",
-		"\n-A -t 10.96.0.10:80 -s mh -b mh-port\n",
-		" -v exclude=198.51.100.0/24 ",
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("the script lacks %q", strings.TrimSpace(want))
-		}
-	}
-	back, err := ParseScript("script", &b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.Timeouts != (Timeouts{900, 120, 300}) || len(back.Sysctls) != 6 || len(back.ExcludeCIDRs) != 1 {
-		t.Errorf("read back: timeouts %+v, %d sysctls, exclude %v", back.Timeouts, len(back.Sysctls), back.ExcludeCIDRs)
-	}
-}

@@ -1,4 +1,4 @@
-package ipvsadm
+package syntax
 
 import (
 	"bufio"
@@ -88,12 +88,12 @@ func ParseSetsBytes(name string, data []byte) ([]*Set, error) {
 }
 
 func setOrder(name string) int {
-	for i, si := range setInfo {
-		if name == si.name || name == SetName(si.name, true) {
+	for i, si := range SetInfos {
+		if name == si.Name || name == SetName(si.Name, true) {
 			return i
 		}
 	}
-	return len(setInfo)
+	return len(SetInfos)
 }
 
 func setCommand(st map[string]*Set, w []string) error {
@@ -214,9 +214,9 @@ func parseCreate(name, typ string, opts []string) (*Set, error) {
 		}
 		i++
 	}
-	for _, si := range setInfo {
-		if name == si.name || name == SetName(si.name, true) {
-			s.Comment = si.comment
+	for _, si := range SetInfos {
+		if name == si.Name || name == SetName(si.Name, true) {
+			s.Comment = si.Comment
 		}
 	}
 	return s, nil

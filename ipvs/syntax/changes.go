@@ -1,4 +1,4 @@
-package ipvsadm
+package syntax
 
 import (
 	"bufio"
