@@ -22,7 +22,7 @@ func WriteSetChanges(w io.Writer, from, to []*Set) error {
 		old := have[s.Name]
 		switch {
 		case old == nil:
-			bw.WriteString(createLine(s.Name, s) + "\n")
+			bw.WriteString(CreateLine(s.Name, s) + "\n")
 			old = &Set{}
 		case old.Type != s.Type:
 			return fmt.Errorf("set %s is a %s on the node, not a %s: destroy it first (svcgen cleanup)", s.Name, old.Type, s.Type)

@@ -16,13 +16,33 @@ import (
 // KUBE-IPVS-FILTER would then reject new connections to the VIPs.
 const TempSet = "svcgen-tmp"
 
-// createLine is "create NAME TYPE options" as kube-proxy creates the set.
-func createLine(name string, s *Set) string {
+// CreateLine is "create NAME TYPE options" as kube-proxy creates the set s under name.
+func CreateLine(name string, s *Set) string {
 	line := "create " + name + " " + s.Type
 	if s.Type == BitmapPort {
 		return line + " range " + s.Range
 	}
 	return line + " family " + s.Family + " hashsize " + strconv.Itoa(s.HashSize) + " maxelem " + strconv.Itoa(s.MaxElem)
+}
+
+// SetLine is any other ipset restore command: "add NAME ENTRY", "del NAME ENTRY",
+// "swap NAME OTHER", "destroy NAME". With CreateLine it writes every ipset line svcgen
+// writes: the script's sets, apply's changes, the views of diff and audit.
+func SetLine(cmd, name string, args ...string) string {
+	return strings.Join(append([]string{cmd, name}, args...), " ")
+}
+
+// WriteSave writes the sets as "ipset save" prints them: each create line, then its
+// entries.
+func WriteSave(w io.Writer, sets []*Set) error {
+	bw := bufio.NewWriter(w)
+	for _, s := range sets {
+		bw.WriteString(CreateLine(s.Name, s) + "\n")
+		for _, e := range s.Entries {
+			bw.WriteString(SetLine("add", s.Name, e) + "\n")
+		}
+	}
+	return bw.Flush()
 }
 
 // WriteSets writes "ipset restore -exist" input that leaves exactly these sets with
@@ -32,24 +52,47 @@ func createLine(name string, s *Set) string {
 func WriteSets(w io.Writer, sets []*Set) error {
 	bw := bufio.NewWriter(w)
 	for _, s := range sets {
-		bw.WriteString(createLine(s.Name, s) + "\n")
-		bw.WriteString(createLine(TempSet, s) + "\n")
+		bw.WriteString(CreateLine(s.Name, s) + "\n")
+		bw.WriteString(CreateLine(TempSet, s) + "\n")
 		for _, e := range s.Entries {
-			bw.WriteString("add " + TempSet + " " + e + "\n")
+			bw.WriteString(SetLine("add", TempSet, e) + "\n")
 		}
-		bw.WriteString("swap " + TempSet + " " + s.Name + "\n")
-		bw.WriteString("destroy " + TempSet + "\n")
+		bw.WriteString(SetLine("swap", TempSet, s.Name) + "\n")
+		bw.WriteString(SetLine("destroy", TempSet) + "\n")
 	}
 	return bw.Flush()
 }
 
 // ParseSets reads "ipset save" output, or "ipset restore" input (WriteSets' among
-// them), into the sets it leaves behind. Commands run as "ipset restore -exist" runs
-// them: create, add, del, flush, swap, destroy. Entries are normalised (addresses as
-// Go prints them, a hash:ip,port,net host net with its /32 or /128, which ipset save
-// leaves out) and sorted; sets come in upstream's order, others after by name.
+// them), into the sets it leaves behind: RestoreSets run over no sets.
 func ParseSets(name string, r io.Reader) ([]*Set, error) {
+	sets, err := RestoreSets(name, nil, r)
+	if err != nil {
+		return nil, err
+	}
+	return sets, nil
+}
+
+// RestoreSets runs "ipset restore -exist" input over the sets, as the kernel would:
+// create, add, del, flush, swap, destroy, each checked (an entry must fit its set's
+// type, a set must exist before it is used, a set created again must have the same
+// options). Like ipset, it stops at the first command that fails and returns the sets
+// as the commands before it left them, with the error naming the line. Entries are
+// normalised (addresses as Go prints them, a hash:ip,port,net host net with its /32 or
+// /128, which ipset save leaves out) and sorted; sets come in upstream's order, others
+// after by name. The sets given are not changed.
+func RestoreSets(name string, sets []*Set, r io.Reader) ([]*Set, error) {
 	st := map[string]*Set{}
+	for _, s := range sets {
+		c := *s
+		c.Entries = slices.Clone(s.Entries)
+		st[s.Name] = &c
+	}
+	err := runSetCommands(name, st, r)
+	return sortedSets(st), err
+}
+
+func runSetCommands(name string, st map[string]*Set, r io.Reader) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	line := 0
@@ -60,12 +103,17 @@ func ParseSets(name string, r io.Reader) ([]*Set, error) {
 			continue
 		}
 		if err := setCommand(st, w); err != nil {
-			return nil, fmt.Errorf("%s: line %d: %w", name, line, err)
+			return fmt.Errorf("%s: line %d: %w", name, line, err)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
+	return nil
+}
+
+// sortedSets are the sets in the package's order, entries sorted and unique.
+func sortedSets(st map[string]*Set) []*Set {
 	var out []*Set
 	for _, s := range st {
 		slices.Sort(s.Entries)
@@ -79,7 +127,7 @@ func ParseSets(name string, r io.Reader) ([]*Set, error) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	return out, nil
+	return out
 }
 
 // ParseSetsBytes is ParseSets over a byte slice.
@@ -119,7 +167,7 @@ func setCommand(st map[string]*Set, w []string) error {
 			return err
 		}
 		if old := st[s.Name]; old != nil {
-			if createLine(old.Name, old) != createLine(s.Name, s) {
+			if CreateLine(old.Name, old) != CreateLine(s.Name, s) {
 				return fmt.Errorf("create %s: exists with other options", s.Name)
 			}
 			return nil

@@ -211,7 +211,7 @@ func WriteScript(w io.Writer, n *Node, h Header) error {
 	s.raw("{")
 	s.heredoc("cat", tagAddresses, p.addresses)
 	s.raw("echo %%", "ip -o "+ipFlag+" addr show dev "+DummyInterface)
-	s.raw("} | awk '"+awkProgram(addressesAWK)+"' | ip -batch -", "")
+	s.raw("} | awk '"+AddressesProgram()+"' | ip -batch -", "")
 
 	s.comment("The sets, each refilled in one swap.")
 	s.raw("ipset destroy " + TempSet + " 2>/dev/null || :")
@@ -226,7 +226,7 @@ func WriteScript(w io.Writer, n *Node, h Header) error {
 	for _, c := range n.ExcludeCIDRs {
 		ex = append(ex, c.String())
 	}
-	s.raw("svcgen_reconcile='" + awkProgram(reconcileAWK) + "'")
+	s.raw("svcgen_reconcile='" + ReconcileProgram() + "'")
 	s.raw("{")
 	s.heredoc("cat", tagIPVS, p.ipvs)
 	s.raw("echo %%", "ipvsadm -Sn", "echo %%", "ipvsadm -Ln")
@@ -263,6 +263,18 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// ReconcileProgram is the awk program the script runs to reconcile IPVS, as it
+// stands in the script. Its input is three parts split by a line "%%": the wanted
+// "ipvsadm -Sn" lines, the node's "ipvsadm -Sn", the node's "ipvsadm -Ln"; its
+// variables family (4 or 6) and exclude (CIDRs, space-separated); it prints the
+// "ipvsadm -R" commands. ipvs/plan's shared cases hold it to the Go planner.
+func ReconcileProgram() string { return awkProgram(reconcileAWK) }
+
+// AddressesProgram is the awk program the script runs to bind kube-ipvs0's addresses:
+// the wanted prefixes, "%%", then "ip -o addr show dev kube-ipvs0"; it prints "ip
+// -batch" commands.
+func AddressesProgram() string { return awkProgram(addressesAWK) }
 
 // awkProgram is an embedded awk program without its comment lines, for a single-
 // quoted shell word (the package's tests check it holds no single quote).

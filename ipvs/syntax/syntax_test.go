@@ -3,7 +3,6 @@ package syntax
 import (
 	"bufio"
 	"bytes"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -147,117 +146,6 @@ func TestEmbeddedProgramsQuoteFree(t *testing.T) {
 	for name, src := range map[string]string{"reconcile.awk": reconcileAWK, "addresses.awk": addressesAWK} {
 		if strings.Contains(awkProgram(src), "'") {
 			t.Errorf("%s holds a single quote outside its comments: it cannot go into the script's single-quoted word", name)
-		}
-	}
-}
-
-// awks are the awk implementations the script meets: Debian's (mawk) on nodes, and
-// busybox's.
-func awks(t *testing.T) [][]string {
-	var out [][]string
-	if p, err := exec.LookPath("awk"); err == nil {
-		out = append(out, []string{p})
-	}
-	if p, err := exec.LookPath("busybox"); err == nil {
-		out = append(out, []string{p, "awk"})
-	}
-	if len(out) == 0 {
-		t.Skip("no awk")
-	}
-	return out
-}
-
-func runAWK(t *testing.T, awk []string, program, input string, vars ...string) (stdout, stderr string) {
-	t.Helper()
-	args := append(append([]string{}, awk[1:]...), vars...)
-	cmd := exec.Command(awk[0], append(args, program)...)
-	cmd.Stdin = strings.NewReader(input)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%v: %v: %s", awk, err, e.String())
-	}
-	return o.String(), e.String()
-}
-
-// The reconcile program against an "ipvsadm -Sn" and "-Ln" of a node: every kind of
-// difference, and the services it must leave alone.
-func TestReconcile(t *testing.T) {
-	want := `-A -t 10.0.0.1:80 -s rr
--a -t 10.0.0.1:80 -r 10.1.0.1:80 -m -w 1
--a -t 10.0.0.1:80 -r 10.1.0.2:80 -m -w 1
--A -u 10.0.0.2:53 -s rr -p 10800
--a -u 10.0.0.2:53 -r 10.1.0.1:53 -m -w 1
--A -t 10.0.0.3:80 -s rr
-`
-	have := `-A -t 10.0.0.1:80 -s rr
--a -t 10.0.0.1:80 -r 10.1.0.2:80 -m -w 0
--a -t 10.0.0.1:80 -r 10.1.0.3:80 -m -w 1
--a -t 10.0.0.1:80 -r 10.1.0.4:80 -m -w 1
--a -t 10.0.0.1:80 -r 10.1.0.5:80 -m -w 0
--A -u 10.0.0.2:53 -s rr
--a -u 10.0.0.2:53 -r 10.1.0.9:53 -m -w 1
--A -t 10.0.0.9:80 -s rr
--A -t 198.51.100.7:80 -s rr
--A -t [2001:db8::7]:80 -s rr
--A -f 7 -s rr
-`
-	list := `IP Virtual Server version 1.2.1 (size=4096)
-Prot LocalAddress:Port Scheduler Flags
-  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
-TCP  10.0.0.1:80 rr
-  -> 10.1.0.2:80                  Masq    0      0          0
-  -> 10.1.0.3:80                  Masq    1      1          3
-  -> 10.1.0.4:80                  Masq    1      0          0
-  -> 10.1.0.5:80                  Masq    0      0          2
-UDP  10.0.0.2:53 rr
-  -> 10.1.0.9:53                  Masq    1      0          5
-`
-	expect := []string{
-		"-D -t 10.0.0.9:80",
-		"-E -u 10.0.0.2:53 -s rr -p 10800",
-		"-A -t 10.0.0.3:80 -s rr",
-		"-e -t 10.0.0.1:80 -r 10.1.0.3:80 -m -w 0", // TCP with connections: drains
-		"-d -t 10.0.0.1:80 -r 10.1.0.4:80",         // TCP without: goes
-		"-d -u 10.0.0.2:53 -r 10.1.0.9:53",         // UDP goes at once
-		"-a -t 10.0.0.1:80 -r 10.1.0.1:80 -m -w 1",
-		"-e -t 10.0.0.1:80 -r 10.1.0.2:80 -m -w 1", // weight back to 1
-		"-a -u 10.0.0.2:53 -r 10.1.0.1:53 -m -w 1",
-	} // 10.1.0.5 drains at 0 still: untouched; 198.51.100.7 excluded, IPv6 and -f not ours
-	for _, awk := range awks(t) {
-		out, errOut := runAWK(t, awk, awkProgram(reconcileAWK), want+"%%\n"+have+"%%\n"+list,
-			"-v", "family=4", "-v", "exclude=198.51.100.0/24 10.200.0.0/16")
-		if got := strings.TrimSpace(out); got != strings.Join(expect, "\n") {
-			t.Errorf("%v:\n%s\nwant:\n%s", awk, got, strings.Join(expect, "\n"))
-		}
-		if strings.Count(errOut, "svcgen: ipvsadm ") != len(expect) {
-			t.Errorf("%v told on stderr:\n%s", awk, errOut)
-		}
-		if out, _ := runAWK(t, awk, awkProgram(reconcileAWK), want+"%%\n"+want+"%%\n", "-v", "family=4", "-v", "exclude="); out != "" {
-			t.Errorf("%v: a node in the wanted state gets changes:\n%s", awk, out)
-		}
-	}
-}
-
-func TestReconcileIPv6Exclude(t *testing.T) {
-	have := "-A -t [2001:db8:0:1::7]:80 -s rr\n-A -t [2001:db8:1::7]:80 -s rr\n-A -t 10.0.0.1:80 -s rr\n"
-	for _, awk := range awks(t) {
-		out, _ := runAWK(t, awk, awkProgram(reconcileAWK), "%%\n"+have+"%%\n", "-v", "family=6", "-v", "exclude=2001:db8::/48")
-		if got := strings.TrimSpace(out); got != "-D -t [2001:db8:1::7]:80" {
-			t.Errorf("%v: %q, want only the IPv6 service outside 2001:db8::/48 deleted", awk, got)
-		}
-	}
-}
-
-func TestAddressesProgram(t *testing.T) {
-	in := "10.0.0.1/32\n10.0.0.2/32\n%%\n" +
-		"3: kube-ipvs0    inet 10.0.0.2/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n" +
-		"3: kube-ipvs0    inet 10.0.0.9/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n"
-	for _, awk := range awks(t) {
-		out, _ := runAWK(t, awk, awkProgram(addressesAWK), in)
-		want := "address del 10.0.0.9/32 dev kube-ipvs0\naddress add 10.0.0.1/32 dev kube-ipvs0\n"
-		if out != want {
-			t.Errorf("%v:\n%s\nwant:\n%s", awk, out, want)
 		}
 	}
 }
