@@ -36,72 +36,93 @@ var setRules = []struct {
 // companionChains builds kube-proxy's restore payload (writeIptablesRules) from the
 // sets: a set's rules appear only when it has entries, except the fixed ones.
 func (b *builder) companionChains(n *syntax.Node) (nat, filter syntax.Table) {
-	nat = syntax.Table{Name: "nat", Chains: natChains}
-	filter = syntax.Table{Name: "filter", Chains: filterChains}
-	name := func(set string) string { return syntax.SetName(set, b.ipv6) }
-	comment := func(set string) string { return n.Set(name(set)).Comment }
-	empty := func(set string) bool { return len(n.Set(name(set)).Entries) == 0 }
-	mark := b.sm.MasqueradeMark()
+	p := &payload{b: b, n: n, mark: b.sm.MasqueradeMark(),
+		nat: syntax.Table{Name: "nat", Chains: natChains}, filter: syntax.Table{Name: "filter", Chains: filterChains}}
+	p.serviceRules()
+	p.fixedRules()
+	return p.nat, p.filter
+}
 
+// payload is the restore payload being built, over the node's sets.
+type payload struct {
+	b           *builder
+	n           *syntax.Node
+	mark        string
+	nat, filter syntax.Table
+}
+
+func (p *payload) name(set string) string    { return syntax.SetName(set, p.b.ipv6) }
+func (p *payload) comment(set string) string { return p.n.Set(p.name(set)).Comment }
+func (p *payload) empty(set string) bool     { return len(p.n.Set(p.name(set)).Entries) == 0 }
+
+// serviceRules are KUBE-SERVICES' first rules and the rules of the sets that have
+// entries, in kube-proxy's order.
+func (p *payload) serviceRules() {
 	lo := "127.0.0.0/8"
-	if b.ipv6 {
+	if p.b.ipv6 {
 		lo = "::1/128"
 	}
-	nat.Add(syntax.ChainServices, "-s", lo, "-j", "RETURN")
+	p.nat.Add(syntax.ChainServices, "-s", lo, "-j", "RETURN")
 	for _, r := range setRules {
-		if empty(r.set) {
+		if p.empty(r.set) {
 			continue
 		}
 		var args []string
 		if r.proto != "" {
 			args = append(args, "-p", r.proto)
 		}
-		args = append(args, "-m", "comment", "--comment", comment(r.set), "-m", "set", "--match-set", name(r.set), r.match, "-j", r.to)
+		args = append(args, "-m", "comment", "--comment", p.comment(r.set), "-m", "set", "--match-set", p.name(r.set), r.match, "-j", r.to)
 		if r.table == "filter" {
-			filter.Add(r.from, args...)
+			p.filter.Add(r.from, args...)
 		} else {
-			nat.Add(r.from, args...)
+			p.nat.Add(r.from, args...)
 		}
 	}
-	if !empty(syntax.SetClusterIP) {
-		args := []string{"-m", "comment", "--comment", comment(syntax.SetClusterIP), "-m", "set", "--match-set", name(syntax.SetClusterIP)}
-		switch {
-		case b.sm.MasqueradeAll:
+	if !p.empty(syntax.SetClusterIP) {
+		args := []string{"-m", "comment", "--comment", p.comment(syntax.SetClusterIP), "-m", "set", "--match-set", p.name(syntax.SetClusterIP)}
+		switch sm := p.b.sm; {
+		case sm.MasqueradeAll:
 			args = append(args, "dst,dst")
-		case b.sm.LocalDetector.Implemented():
-			args = append(append(args, "dst,dst"), notLocal(b.sm.LocalDetector)...)
+		case sm.LocalDetector.Implemented():
+			args = append(append(args, "dst,dst"), notLocal(sm.LocalDetector)...)
 		default:
-			// syntax.Node-originated traffic to a VIP picks a VIP on kube-ipvs0 as its source.
+			// Node-originated traffic to a VIP picks a VIP on kube-ipvs0 as its source.
 			args = append(args, "src,dst")
 		}
-		nat.Add(syntax.ChainServices, append(args, "-j", syntax.ChainMarkMasq)...)
+		p.nat.Add(syntax.ChainServices, append(args, "-j", syntax.ChainMarkMasq)...)
 	}
 	for _, set := range []string{syntax.SetExternalIP, syntax.SetExternalIPLocal} {
-		if empty(set) {
+		if p.empty(set) {
 			continue
 		}
-		args := []string{"-m", "comment", "--comment", comment(set), "-m", "set", "--match-set", name(set), "dst,dst"}
+		args := []string{"-m", "comment", "--comment", p.comment(set), "-m", "set", "--match-set", p.name(set), "dst,dst"}
 		if set == syntax.SetExternalIP {
-			nat.Add(syntax.ChainServices, append(args, "-j", syntax.ChainMarkMasq)...)
+			p.nat.Add(syntax.ChainServices, append(args, "-j", syntax.ChainMarkMasq)...)
 		}
-		nat.Add(syntax.ChainServices, append(args, "-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL", "-j", "ACCEPT")...)
-		nat.Add(syntax.ChainServices, append(args, "-m", "addrtype", "--dst-type", "LOCAL", "-j", "ACCEPT")...)
+		p.nat.Add(syntax.ChainServices, append(args, "-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL", "-j", "ACCEPT")...)
+		p.nat.Add(syntax.ChainServices, append(args, "-m", "addrtype", "--dst-type", "LOCAL", "-j", "ACCEPT")...)
 	}
+}
+
+// fixedRules are the rest, which kube-proxy writes whatever the sets hold (but for the
+// ACCEPTs of sets with entries and the out-filter of load-balancer source ranges).
+func (p *payload) fixedRules() {
+	nat, filter, mark, name := &p.nat, &p.filter, p.mark, p.name
 	nat.Add(syntax.ChainServices, "-m", "addrtype", "--dst-type", "LOCAL", "-j", syntax.ChainNodePort)
 	nat.Add(syntax.ChainLoadBalancer, "-j", syntax.ChainMarkMasq)
 	filter.Add(syntax.ChainSourceRangeFirewall, "-j", "DROP")
-	for _, o := range b.outFilter {
+	for _, o := range p.b.outFilter {
 		filter.Add(syntax.ChainIPVSOutFilter, "-s", o.ip.String(), "-m", "ipvs", "--vaddr", o.ip.String(),
 			"--vproto", o.proto, "--vport", strconv.Itoa(int(o.port)), "-j", "DROP")
 	}
 	for _, set := range []string{syntax.SetClusterIP, syntax.SetLoadBalancer} {
-		if !empty(set) {
+		if !p.empty(set) {
 			nat.Add(syntax.ChainServices, "-m", "set", "--match-set", name(set), "dst,dst", "-j", "ACCEPT")
 		}
 	}
 	filter.Add(syntax.ChainForward, "-m", "comment", "--comment", "kubernetes forwarding rules", "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT")
 	filter.Add(syntax.ChainForward, "-m", "comment", "--comment", "kubernetes forwarding conntrack rule", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
-	filter.Add(syntax.ChainNodePort, "-m", "comment", "--comment", comment(syntax.SetHealthCheckNodePort), "-m", "set", "--match-set", name(syntax.SetHealthCheckNodePort), "dst", "-j", "ACCEPT")
+	filter.Add(syntax.ChainNodePort, "-m", "comment", "--comment", p.comment(syntax.SetHealthCheckNodePort), "-m", "set", "--match-set", name(syntax.SetHealthCheckNodePort), "dst", "-j", "ACCEPT")
 	for _, f := range []struct{ set, match string }{
 		{syntax.SetLoadBalancer, "dst,dst"}, {syntax.SetClusterIP, "dst,dst"}, {syntax.SetExternalIP, "dst,dst"},
 		{syntax.SetExternalIPLocal, "dst,dst"}, {syntax.SetHealthCheckNodePort, "dst"},
@@ -112,12 +133,11 @@ func (b *builder) companionChains(n *syntax.Node) (nat, filter syntax.Table) {
 	nat.Add(syntax.ChainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
 	nat.Add(syntax.ChainPostrouting, "-j", "MARK", "--xor-mark", mark)
 	masq := []string{"-m", "comment", "--comment", "kubernetes service traffic requiring SNAT", "-j", "MASQUERADE"}
-	if b.sm.Host.RandomFully {
+	if p.b.sm.Host.RandomFully {
 		masq = append(masq, "--random-fully")
 	}
 	nat.Add(syntax.ChainPostrouting, masq...)
 	nat.Add(syntax.ChainMarkMasq, "-j", "MARK", "--or-mark", mark)
-	return nat, filter
 }
 
 // notLocal is the local-traffic detector's "not from a pod" match.

@@ -144,88 +144,111 @@ func setOrder(name string) int {
 	return len(SetInfos)
 }
 
+// setCommands are the "ipset restore" commands, by every name ipset takes for them,
+// with the number of words each needs.
+var setCommands = map[string]struct {
+	words int
+	run   func(st map[string]*Set, w []string) error
+}{
+	"create": {3, createSet}, "-N": {3, createSet}, "n": {3, createSet},
+	"add": {3, addEntry}, "-A": {3, addEntry}, "a": {3, addEntry},
+	"del": {3, delEntry}, "-D": {3, delEntry}, "d": {3, delEntry},
+	"flush": {2, flushSet}, "-F": {2, flushSet},
+	"swap": {3, swapSets}, "-W": {3, swapSets}, "w": {3, swapSets},
+	"destroy": {2, destroySet}, "-X": {2, destroySet}, "x": {2, destroySet},
+}
+
+// setCommand runs one command (its words w) over the sets st.
 func setCommand(st map[string]*Set, w []string) error {
-	need := func(n int) error {
-		if len(w) < n {
-			return fmt.Errorf("%s: too few words", w[0])
+	c, ok := setCommands[w[0]]
+	switch {
+	case !ok:
+		return fmt.Errorf("%q: not an ipset save or restore command", w[0])
+	case len(w) < c.words:
+		return fmt.Errorf("%s: too few words", w[0])
+	}
+	return c.run(st, w)
+}
+
+// getSet is the set of that name, for command cmd.
+func getSet(st map[string]*Set, cmd, name string) (*Set, error) {
+	if s := st[name]; s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%s %s: the set does not exist", cmd, name)
+}
+
+// createSet creates a set, or checks that the one of its name has its options (as
+// ipset restore -exist does).
+func createSet(st map[string]*Set, w []string) error {
+	s, err := parseCreate(w[1], w[2], w[3:])
+	if err != nil {
+		return err
+	}
+	if old := st[s.Name]; old != nil {
+		if CreateLine(old.Name, old) != CreateLine(s.Name, s) {
+			return fmt.Errorf("create %s: exists with other options", s.Name)
 		}
 		return nil
 	}
-	get := func(name string) (*Set, error) {
-		if s := st[name]; s != nil {
-			return s, nil
-		}
-		return nil, fmt.Errorf("%s %s: the set does not exist", w[0], name)
+	st[s.Name] = s
+	return nil
+}
+
+func addEntry(st map[string]*Set, w []string) error {
+	return changeEntry(st, w, func(s *Set, e string) { s.Entries = append(s.Entries, e) })
+}
+
+func delEntry(st map[string]*Set, w []string) error {
+	return changeEntry(st, w, func(s *Set, e string) {
+		s.Entries = slices.DeleteFunc(s.Entries, func(x string) bool { return x == e })
+	})
+}
+
+// changeEntry checks the entry of an add or del against its set and changes the set.
+func changeEntry(st map[string]*Set, w []string, change func(s *Set, e string)) error {
+	s, err := getSet(st, w[0], w[1])
+	if err != nil {
+		return err
 	}
-	switch w[0] {
-	case "create", "-N", "n":
-		if err := need(3); err != nil {
-			return err
-		}
-		s, err := parseCreate(w[1], w[2], w[3:])
-		if err != nil {
-			return err
-		}
-		if old := st[s.Name]; old != nil {
-			if CreateLine(old.Name, old) != CreateLine(s.Name, s) {
-				return fmt.Errorf("create %s: exists with other options", s.Name)
-			}
-			return nil
-		}
-		st[s.Name] = s
-	case "add", "-A", "a", "del", "-D", "d":
-		if err := need(3); err != nil {
-			return err
-		}
-		s, err := get(w[1])
-		if err != nil {
-			return err
-		}
-		e, err := normalizeEntry(s, w[2])
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", w[0], w[1], err)
-		}
-		if w[0] == "add" || w[0] == "-A" || w[0] == "a" {
-			s.Entries = append(s.Entries, e)
-		} else {
-			s.Entries = slices.DeleteFunc(s.Entries, func(x string) bool { return x == e })
-		}
-	case "flush", "-F":
-		if err := need(2); err != nil {
-			return err
-		}
-		s, err := get(w[1])
-		if err != nil {
-			return err
-		}
-		s.Entries = nil
-	case "swap", "-W", "w":
-		if err := need(3); err != nil {
-			return err
-		}
-		a, err := get(w[1])
-		if err != nil {
-			return err
-		}
-		b, err := get(w[2])
-		if err != nil {
-			return err
-		}
-		if a.Type != b.Type || a.Family != b.Family {
-			return fmt.Errorf("swap %s %s: the sets are of different types", a.Name, b.Name)
-		}
-		a.Entries, b.Entries = b.Entries, a.Entries
-	case "destroy", "-X", "x":
-		if err := need(2); err != nil {
-			return err
-		}
-		if _, err := get(w[1]); err != nil {
-			return err
-		}
-		delete(st, w[1])
-	default:
-		return fmt.Errorf("%q: not an ipset save or restore command", w[0])
+	e, err := normalizeEntry(s, w[2])
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", w[0], w[1], err)
 	}
+	change(s, e)
+	return nil
+}
+
+func flushSet(st map[string]*Set, w []string) error {
+	s, err := getSet(st, w[0], w[1])
+	if err != nil {
+		return err
+	}
+	s.Entries = nil
+	return nil
+}
+
+func swapSets(st map[string]*Set, w []string) error {
+	a, err := getSet(st, w[0], w[1])
+	if err != nil {
+		return err
+	}
+	b, err := getSet(st, w[0], w[2])
+	if err != nil {
+		return err
+	}
+	if a.Type != b.Type || a.Family != b.Family {
+		return fmt.Errorf("swap %s %s: the sets are of different types", a.Name, b.Name)
+	}
+	a.Entries, b.Entries = b.Entries, a.Entries
+	return nil
+}
+
+func destroySet(st map[string]*Set, w []string) error {
+	if _, err := getSet(st, w[0], w[1]); err != nil {
+		return err
+	}
+	delete(st, w[1])
 	return nil
 }
 
