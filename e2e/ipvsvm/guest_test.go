@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/ipvs"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
@@ -18,7 +17,6 @@ import (
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
 	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
-	svcmodel "github.com/svcgen/svcgen/model"
 )
 
 // guestNode is node1, the node every guest test's cluster is for (nodeIP).
@@ -305,63 +303,38 @@ func (g *guest) roundRobin(t *testing.T) {
 	t.Logf("cluster IP connections went to %v", ids)
 }
 
-// netlinkState programs the same virtual servers with github.com/moby/ipvs in a
-// fresh namespace and reads them back, through the library and through ipvsadm.
+// netlinkState programs the same virtual servers through ipvskernel (apply's way in,
+// github.com/moby/ipvs) in a fresh namespace and reads them back, through it and
+// through ipvsadm.
 func (g *guest) netlinkState(t *testing.T, want *ipvssyntax.Node) {
 	// A namespace with no address has no local routing table, and the kernel then
 	// takes every real-server address for a broadcast one and refuses it (EINVAL):
 	// NS sets loopback up.
 	ns := g.l.NS("netlink")
-	h, err := ipvs.New("/var/run/netns/" + ns)
+	h, err := ipvskernel.OpenIPVS("/var/run/netns/" + ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	for _, vs := range want.Services {
-		svc := toMoby(vs)
-		if err := h.NewService(svc); err != nil {
-			t.Fatalf("NewService %s: %v", vs.Key(), err)
+		if err := h.AddService(vs); err != nil {
+			t.Fatalf("AddService %s: %v", vs.Key(), err)
 		}
 		for _, rs := range vs.Reals {
-			// The kernel takes a destination's family from the request when it is there
-			// and refuses one that differs from the service's: give it.
-			d := &ipvs.Destination{Address: rs.Address.Addr().AsSlice(), Port: rs.Address.Port(), Weight: rs.Weight,
-				ConnectionFlags: ipvs.ConnectionFlagMasq, AddressFamily: svc.AddressFamily}
-			if err := h.NewDestination(svc, d); err != nil {
-				t.Fatalf("NewDestination %s %s: %v", vs.Key(), rs.Address, err)
+			if err := h.AddReal(vs, rs); err != nil {
+				t.Fatalf("AddReal %s %s: %v", vs.Key(), rs.Address, err)
 			}
 		}
 	}
-	svcs, err := h.GetServices()
+	back, conns, err := h.Services() // it refuses a service without the kernel's HASHED flag
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back []*ipvssyntax.VirtualServer
-	for _, s := range svcs {
-		vs := fromMoby(t, s)
-		dests, err := h.GetDestinations(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range dests {
-			a, _ := netip.AddrFromSlice(d.Address)
-			if vs.Address.Addr().Is4() {
-				a = a.Unmap()
-				if !a.Is4() {
-					a, _ = netip.AddrFromSlice(d.Address[:4])
-				}
-			}
-			f := ipvssyntax.Masquerade
-			if d.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq {
-				f = ipvssyntax.Route
-			}
-			vs.Reals = append(vs.Reals, ipvssyntax.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight})
-		}
-		back = append(back, vs)
+	if len(conns) != 0 {
+		t.Errorf("connections counted where there were none: %v", conns)
 	}
-	ipvssyntax.SortServices(back)
 	if a, b := rulesText(t, want.Services), rulesText(t, back); a != b {
-		t.Errorf("moby/ipvs GetServices differs:\nwant:\n%s\ngot:\n%s", a, b)
+		t.Errorf("ipvskernel's Services differ:\nwant:\n%s\ngot:\n%s", a, b)
 	}
 	saved, err := ipvssyntax.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(g.l.In(ns, "ipvsadm", "-Sn")))
 	if err != nil {
@@ -370,31 +343,6 @@ func (g *guest) netlinkState(t *testing.T, want *ipvssyntax.Node) {
 	if a, b := rulesText(t, want.Services), rulesText(t, saved); a != b {
 		t.Errorf("ipvsadm -Sn of the netlink-programmed namespace differs:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-}
-
-func toMoby(vs *ipvssyntax.VirtualServer) *ipvs.Service {
-	s := &ipvs.Service{
-		Address: vs.Address.Addr().AsSlice(), Port: vs.Address.Port(), SchedName: vs.Scheduler,
-		Flags: vs.Flags, Timeout: vs.Timeout, AddressFamily: 2, Netmask: 0xffffffff,
-	}
-	if vs.Address.Addr().Is6() {
-		s.AddressFamily, s.Netmask = 10, 128
-	}
-	s.Protocol = map[string]uint16{"TCP": 6, "UDP": 17, "SCTP": 132}[string(vs.Protocol)]
-	return s
-}
-
-func fromMoby(t *testing.T, s *ipvs.Service) *ipvssyntax.VirtualServer {
-	if s.Flags&0x2 == 0 {
-		t.Errorf("service %v came back without the kernel's HASHED flag", s.Address)
-	}
-	a, _ := netip.AddrFromSlice(s.Address)
-	if s.AddressFamily == 2 {
-		a = a.Unmap()
-	}
-	proto := map[uint16]string{6: "TCP", 17: "UDP", 132: "SCTP"}[s.Protocol]
-	return &ipvssyntax.VirtualServer{Protocol: svcmodel.Protocol(proto), Address: netip.AddrPortFrom(a, s.Port),
-		Scheduler: s.SchedName, Flags: s.Flags &^ 0x2, Timeout: s.Timeout}
 }
 
 // converge changes the node under the script's feet and the cluster under the node:
