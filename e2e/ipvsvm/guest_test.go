@@ -46,10 +46,11 @@ spec:
   ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
 `
 
-// The guest's cluster: node1 is a namespace (198.18.0.1, facing a client namespace),
-// each endpoint a namespace of its own behind a veth (internal/netlab). Addresses are
-// in 198.18.0.0/15; nothing leaves the guest.
-const clusterYAML = guestHead + `---
+// clusterHead is the script tests' cluster without its EndpointSlices: node1 is a
+// namespace (198.18.0.1, facing a client namespace), each endpoint a namespace of its
+// own behind a veth (internal/netlab). Addresses are in 198.18.0.0/15; nothing leaves
+// the guest.
+const clusterHead = guestHead + `---
 apiVersion: v1
 kind: Service
 metadata: {name: sticky, namespace: demo}
@@ -58,26 +59,42 @@ spec:
   sessionAffinity: ClientIP
   externalIPs: [198.18.5.5]
   ports: [{name: dns, port: 53, targetPort: 5353, protocol: UDP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [198.18.1.1], nodeName: node1}
-- {addresses: [198.18.1.2], nodeName: node2}
-%s
-- {addresses: [198.18.1.4], nodeName: node2, conditions: {ready: false}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: sticky-1, namespace: demo, labels: {kubernetes.io/service-name: sticky}}
-addressType: IPv4
-ports: [{name: dns, port: 5353, protocol: UDP}]
-endpoints:
-- {addresses: [198.18.1.1], nodeName: node1}
 `
+
+// clusterYAML is the script tests' cluster, with or without web's third endpoint.
+func clusterYAML(withThird bool) string {
+	web := []string{"198.18.1.1@node1", "198.18.1.2@node2"}
+	if withThird {
+		web = append(web, "198.18.1.3@node2")
+	}
+	web = append(web, "198.18.1.4@node2!")
+	return clusterHead + sliceYAML("demo", "web", "http", 8080, "TCP", web...) + sliceYAML("demo", "sticky", "dns", 5353, "UDP", "198.18.1.1@node1")
+}
+
+// serviceYAML is a ClusterIP Service of namespace demo with one TCP port, named tcp.
+func serviceYAML(name, clusterIP string, port, targetPort int) string {
+	return fmt.Sprintf("---\napiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: demo}\n"+
+		"spec: {clusterIP: %s, ports: [{name: tcp, port: %d, targetPort: %d, protocol: TCP}]}\n", name, clusterIP, port, targetPort)
+}
+
+// sliceYAML is the EndpointSlice of a Service with one port (its name, number and
+// protocol) and the endpoints, each "address@node", where a trailing "!" marks one
+// that is not ready.
+func sliceYAML(namespace, service, port string, number int, proto string, endpoints ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"+
+		"metadata: {name: %s-1, namespace: %s, labels: {kubernetes.io/service-name: %s}}\n"+
+		"addressType: IPv4\nports: [{name: %s, port: %d, protocol: %s}]\nendpoints:\n", service, namespace, service, port, number, proto)
+	for _, e := range endpoints {
+		addr, node, _ := strings.Cut(e, "@")
+		conditions := ""
+		if n, ok := strings.CutSuffix(node, "!"); ok {
+			node, conditions = n, ", conditions: {ready: false}"
+		}
+		fmt.Fprintf(&b, "- {addresses: [%s], nodeName: %s%s}\n", addr, node, conditions)
+	}
+	return b.String()
+}
 
 var (
 	nodeIP    = netip.MustParseAddr("198.18.0.1")
@@ -97,11 +114,7 @@ func insideGuest(t *testing.T) {
 // web endpoint.
 func compile(t *testing.T, withThird bool) *ipvssyntax.Node {
 	t.Helper()
-	third := ""
-	if withThird {
-		third = "- {addresses: [198.18.1.3], nodeName: node2}"
-	}
-	return ipvsrules.Build(testkit.Compile(t, "guest.yaml", fmt.Sprintf(clusterYAML, third), pipeline.Settings{}).Map)
+	return ipvsrules.Build(testkit.Compile(t, "guest.yaml", clusterYAML(withThird), pipeline.Settings{}).Map)
 }
 
 func writeScript(t *testing.T, n *ipvssyntax.Node, path string) {

@@ -121,18 +121,7 @@ func traceCluster() string {
 	var b strings.Builder
 	b.WriteString(traceYAML)
 	for _, svc := range slices.Sorted(maps.Keys(traceEndpoints)) {
-		fmt.Fprintf(&b, `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: %s-1, namespace: t, labels: {kubernetes.io/service-name: %s}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-`, svc, svc)
-		for _, ep := range traceEndpoints[svc] {
-			addr, node, _ := strings.Cut(ep, "@")
-			fmt.Fprintf(&b, "- {addresses: [%s], nodeName: %s}\n", addr, node)
-		}
+		b.WriteString(sliceYAML("t", svc, "http", 8080, "TCP", traceEndpoints[svc]...))
 	}
 	return b.String()
 }

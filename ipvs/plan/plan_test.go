@@ -1,4 +1,4 @@
-package plan_test
+package plan
 
 import (
 	"bytes"
@@ -7,69 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/ipvs/plan"
 	"github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/model"
 )
-
-// addressCases are shared by the planner and the script's addresses program: the same
-// addresses bound and unbound, each list in the same order.
-var addressCases = []struct {
-	name     string
-	ipv6     bool
-	want     []string
-	have     []string
-	add, del []string
-}{
-	{name: "bind and unbind", want: []string{"10.0.0.1/32", "10.0.0.2/32"}, have: []string{"10.0.0.2/32", "10.0.0.9/32", "10.0.0.8/32"},
-		add: []string{"10.0.0.1/32"}, del: []string{"10.0.0.9/32", "10.0.0.8/32"}},
-	{name: "empty link", want: []string{"10.0.0.1/32", "10.0.0.3/32"}, add: []string{"10.0.0.1/32", "10.0.0.3/32"}},
-	{name: "nothing wanted", have: []string{"10.0.0.1/32"}, del: []string{"10.0.0.1/32"}},
-	{name: "IPv6", ipv6: true, want: []string{"fd00::1/128"}, have: []string{"fd00::2/128", "fd00::1/128"}, del: []string{"fd00::2/128"}},
-	{name: "in step", want: []string{"10.0.0.1/32"}, have: []string{"10.0.0.1/32"}},
-}
-
-func TestAddressPlannersAgree(t *testing.T) {
-	for _, c := range addressCases {
-		t.Run(c.name, func(t *testing.T) {
-			want := &syntax.Node{Addresses: prefixes(c.want)}
-			ch, err := plan.Plan(&plan.Have{Link: true, Addresses: prefixes(c.have)}, want, plan.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var add, del []string
-			for _, op := range ch.Ops {
-				switch op.Kind {
-				case plan.AddAddress:
-					add = append(add, op.Address.String())
-				case plan.DeleteAddress:
-					del = append(del, op.Address.String())
-				}
-			}
-			if !slices.Equal(add, c.add) || !slices.Equal(del, c.del) {
-				t.Errorf("Plan binds %q and unbinds %q, want %q and %q", add, del, c.add, c.del)
-			}
-			input := strings.Join(c.want, "\n") + "\n%%\n"
-			inet := map[bool]string{false: "inet", true: "inet6"}[c.ipv6]
-			for _, a := range c.have {
-				input += "3: kube-ipvs0    " + inet + " " + a + " scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n"
-			}
-			var expect []string
-			for _, a := range c.del {
-				expect = append(expect, "address del "+a+" dev kube-ipvs0")
-			}
-			for _, a := range c.add {
-				expect = append(expect, "address add "+a+" dev kube-ipvs0")
-			}
-			for _, awk := range awks(t) {
-				out, _ := runAWK(t, awk, syntax.AddressesProgram(), input)
-				if got := lines(out); !slices.Equal(got, expect) {
-					t.Errorf("%v:\n%s\nwant:\n%s", awk, out, strings.Join(expect, "\n"))
-				}
-			}
-		})
-	}
-}
 
 func prefixes(s []string) []netip.Prefix {
 	var out []netip.Prefix
@@ -100,16 +40,16 @@ func wantNode(t *testing.T) *syntax.Node {
 }
 
 // stage is where an operation's kind stands in the plan's order.
-func stage(k plan.Kind) int {
+func stage(k Kind) int {
 	switch k {
-	case plan.CreateSet, plan.AddEntry, plan.DelEntry:
-		return int(plan.CreateSet)
-	case plan.AddService, plan.EditService:
-		return int(plan.AddService)
-	case plan.DrainReal, plan.DeleteReal:
-		return int(plan.DrainReal)
-	case plan.AddReal, plan.EditReal:
-		return int(plan.AddReal)
+	case CreateSet, AddEntry, DelEntry:
+		return int(CreateSet)
+	case AddService, EditService:
+		return int(AddService)
+	case DrainReal, DeleteReal:
+		return int(DrainReal)
+	case AddReal, EditReal:
+		return int(AddReal)
 	}
 	return int(k)
 }
@@ -121,7 +61,7 @@ func TestPlanOrderAndAfter(t *testing.T) {
 	theirs := &syntax.VirtualServer{Protocol: model.TCP, Address: netip.MustParseAddrPort("198.51.100.7:80"), Scheduler: "rr"}
 	draining := &syntax.VirtualServer{Protocol: model.TCP, Address: netip.MustParseAddrPort("10.0.0.1:80"), Scheduler: "rr",
 		Reals: []syntax.RealServer{{Address: netip.MustParseAddrPort("10.1.0.2:80"), Forward: syntax.Masquerade, Weight: 1}}}
-	have := &plan.Have{
+	have := &Have{
 		Sysctls:   map[string]string{"net.ipv4.vs.conntrack": "0", "net.ipv4.ip_forward": "1", "net.ipv4.other": "7"},
 		Addresses: prefixes([]string{"10.0.0.9/32"}),
 		Sets:      []*syntax.Set{{Name: syntax.SetClusterIP, Type: syntax.HashIPPort, Family: "inet", HashSize: 1024, MaxElem: 65536, Entries: []string{"10.0.0.9,tcp:80"}}},
@@ -129,7 +69,7 @@ func TestPlanOrderAndAfter(t *testing.T) {
 		Conns:     map[syntax.RealID]syntax.Conns{draining.RealID(draining.Reals[0]): {Active: 1}},
 	}
 	want := wantNode(t)
-	ch, err := plan.Plan(have, want, plan.Options{})
+	ch, err := Plan(have, want, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +93,7 @@ func TestPlanOrderAndAfter(t *testing.T) {
 	if !slices.Equal(got, expect) {
 		t.Errorf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
 	}
-	if !slices.IsSortedFunc(ch.Ops, func(a, b plan.Op) int { return stage(a.Kind) - stage(b.Kind) }) {
+	if !slices.IsSortedFunc(ch.Ops, func(a, b Op) int { return stage(a.Kind) - stage(b.Kind) }) {
 		t.Errorf("operations out of the package's order: %q", got)
 	}
 	after := ch.After
@@ -171,7 +111,7 @@ func TestPlanOrderAndAfter(t *testing.T) {
 	if c := after.Conns[draining.RealID(draining.Reals[0])]; c.Active != 1 {
 		t.Errorf("after: the drained server's connections are %+v, want the node's", c)
 	}
-	again, err := plan.Plan(after, want, plan.Options{})
+	again, err := Plan(after, want, Options{})
 	if err != nil || !again.Empty() {
 		t.Errorf("a plan of the state the plan leaves: %v, %d operations", err, len(again.Ops))
 	}
@@ -183,8 +123,8 @@ func TestPlanOrderAndAfter(t *testing.T) {
 // Full edits every wanted virtual and real server that exists, and nothing else.
 func TestPlanFull(t *testing.T) {
 	want := wantNode(t)
-	ch, err := plan.Plan(&plan.Have{Link: true, Sysctls: map[string]string{"net.ipv4.vs.conntrack": "1", "net.ipv4.ip_forward": "1"},
-		Addresses: want.Addresses, Sets: want.Sets, Services: want.Services}, want, plan.Options{Full: true})
+	ch, err := Plan(&Have{Link: true, Sysctls: map[string]string{"net.ipv4.vs.conntrack": "1", "net.ipv4.ip_forward": "1"},
+		Addresses: want.Addresses, Sets: want.Sets, Services: want.Services}, want, Options{Full: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +141,8 @@ func TestPlanFull(t *testing.T) {
 // A set of another type on the node is refused: ipset cannot change a set's type
 // while rules use it.
 func TestPlanSetOfAnotherType(t *testing.T) {
-	have := &plan.Have{Sets: []*syntax.Set{{Name: syntax.SetIPVSIPs, Type: syntax.HashIPPort}}}
-	_, err := plan.Plan(have, wantNode(t), plan.Options{})
+	have := &Have{Sets: []*syntax.Set{{Name: syntax.SetIPVSIPs, Type: syntax.HashIPPort}}}
+	_, err := Plan(have, wantNode(t), Options{})
 	if err == nil || !strings.Contains(err.Error(), "set KUBE-IPVS-IPS is a hash:ip,port on the node, not a hash:ip") {
 		t.Errorf("error %v", err)
 	}
@@ -212,12 +152,12 @@ func TestPlanSetOfAnotherType(t *testing.T) {
 // others alone; its operations are ipset restore input.
 func TestSetsBack(t *testing.T) {
 	was := wantNode(t).Sets[:1]
-	ch, err := plan.SetChanges(was, wantNode(t).Sets)
+	ch, err := SetChanges(was, wantNode(t).Sets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var in bytes.Buffer
-	if err := plan.WriteSets(&in, ch); err != nil {
+	if err := WriteSets(&in, ch); err != nil {
 		t.Fatal(err)
 	}
 	// ipset stopped before the last line: the set is created, its entry not added.
@@ -227,18 +167,18 @@ func TestSetsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := plan.SetsBack(now, was, []string{syntax.SetClusterIP, syntax.SetIPVSIPs})
+	back, err := SetsBack(now, was, []string{syntax.SetClusterIP, syntax.SetIPVSIPs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var undo bytes.Buffer
-	if err := plan.WriteSets(&undo, back); err != nil {
+	if err := WriteSets(&undo, back); err != nil {
 		t.Fatal(err)
 	}
 	if undo.String() != "destroy KUBE-IPVS-IPS\n" {
 		t.Errorf("undo:\n%s", undo.String())
 	}
-	if err := plan.WriteSets(&undo, []plan.Op{{Kind: plan.AddLink}}); err == nil {
+	if err := WriteSets(&undo, []Op{{Kind: AddLink}}); err == nil {
 		t.Error("an ip command was written as ipset input")
 	}
 }
@@ -249,7 +189,7 @@ func TestCleanupOwnership(t *testing.T) {
 	vs := func(proto model.Protocol, a string) *syntax.VirtualServer {
 		return &syntax.VirtualServer{Protocol: proto, Address: netip.MustParseAddrPort(a), Scheduler: "rr"}
 	}
-	have := &plan.Have{
+	have := &Have{
 		Link:      true,
 		Addresses: prefixes([]string{"198.19.0.10/32"}),
 		Sets:      []*syntax.Set{{Name: syntax.SetNodePortTCP, Type: syntax.BitmapPort, Range: "0-65535", Entries: []string{"30080"}}},
@@ -258,7 +198,7 @@ func TestCleanupOwnership(t *testing.T) {
 	}
 	for _, ipv6 := range []bool{false, true} {
 		var got []string
-		ch := plan.Cleanup(have, ipv6)
+		ch := Cleanup(have, ipv6)
 		for _, op := range ch.Ops {
 			got = append(got, op.Line())
 		}

@@ -320,6 +320,73 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
+// addressCases are shared by the planner and the script's addresses program: the same
+// addresses bound and unbound, each list in the same order.
+var addressCases = []struct {
+	name     string
+	ipv6     bool
+	want     []string
+	have     []string
+	add, del []string
+}{
+	{name: "bind and unbind", want: []string{"10.0.0.1/32", "10.0.0.2/32"}, have: []string{"10.0.0.2/32", "10.0.0.9/32", "10.0.0.8/32"},
+		add: []string{"10.0.0.1/32"}, del: []string{"10.0.0.9/32", "10.0.0.8/32"}},
+	{name: "empty link", want: []string{"10.0.0.1/32", "10.0.0.3/32"}, add: []string{"10.0.0.1/32", "10.0.0.3/32"}},
+	{name: "nothing wanted", have: []string{"10.0.0.1/32"}, del: []string{"10.0.0.1/32"}},
+	{name: "IPv6", ipv6: true, want: []string{"fd00::1/128"}, have: []string{"fd00::2/128", "fd00::1/128"}, del: []string{"fd00::2/128"}},
+	{name: "in step", want: []string{"10.0.0.1/32"}, have: []string{"10.0.0.1/32"}},
+}
+
+func TestAddressPlannersAgree(t *testing.T) {
+	for _, c := range addressCases {
+		t.Run(c.name, func(t *testing.T) {
+			want := &syntax.Node{Addresses: prefixList(c.want)}
+			ch, err := plan.Plan(&plan.Have{Link: true, Addresses: prefixList(c.have)}, want, plan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var add, del []string
+			for _, op := range ch.Ops {
+				switch op.Kind {
+				case plan.AddAddress:
+					add = append(add, op.Address.String())
+				case plan.DeleteAddress:
+					del = append(del, op.Address.String())
+				}
+			}
+			if !slices.Equal(add, c.add) || !slices.Equal(del, c.del) {
+				t.Errorf("Plan binds %q and unbinds %q, want %q and %q", add, del, c.add, c.del)
+			}
+			input := strings.Join(c.want, "\n") + "\n%%\n"
+			inet := map[bool]string{false: "inet", true: "inet6"}[c.ipv6]
+			for _, a := range c.have {
+				input += "3: kube-ipvs0    " + inet + " " + a + " scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n"
+			}
+			var expect []string
+			for _, a := range c.del {
+				expect = append(expect, "address del "+a+" dev kube-ipvs0")
+			}
+			for _, a := range c.add {
+				expect = append(expect, "address add "+a+" dev kube-ipvs0")
+			}
+			for _, awk := range awks(t) {
+				out, _ := runAWK(t, awk, syntax.AddressesProgram(), input)
+				if got := lines(out); !slices.Equal(got, expect) {
+					t.Errorf("%v:\n%s\nwant:\n%s", awk, out, strings.Join(expect, "\n"))
+				}
+			}
+		})
+	}
+}
+
+func prefixList(s []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range s {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}
+
 // listing is "ipvsadm -Ln" of the node, with the connection counts.
 func listing(h *plan.Have) string {
 	var b strings.Builder

@@ -85,9 +85,7 @@ ipvs: {scheduler: mh, strictARP: true, tcpTimeout: 900s, tcpFinTimeout: 2m, udpT
 apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: shop}
-spec:
-  clusterIP: 10.96.0.10
-  ports: [{name: http, port: 80}]
+spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80}]}
 `))
 	if !ok {
 		t.Fatal("the input did not compile")
