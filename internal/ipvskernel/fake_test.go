@@ -69,8 +69,8 @@ func TestFakeIPVSRefuses(t *testing.T) {
 	if err := h.DeleteService(vs); err != nil {
 		t.Fatal(err)
 	}
-	if _, conns, _ := h.Services(); len(conns) != 0 {
-		t.Errorf("the connections of a deleted virtual server are still counted: %v", conns)
+	if _, conns, err := h.Services(); err != nil || len(conns) != 0 {
+		t.Errorf("the connections of a deleted virtual server are still counted: %v %v", conns, err)
 	}
 }
 
@@ -106,8 +106,8 @@ func TestFakeFailAt(t *testing.T) {
 	if err := k.Links.AddAddress("kube-ipvs0", p); !errors.Is(err, boom) {
 		t.Errorf("second change: %v, want boom", err)
 	}
-	if addrs, ok, _ := k.Links.Addresses("kube-ipvs0", false); !ok || len(addrs) != 0 {
-		t.Errorf("the failed change left %v", addrs)
+	if addrs, ok, err := k.Links.Addresses("kube-ipvs0", false); err != nil || !ok || len(addrs) != 0 {
+		t.Errorf("the failed change left %v (%v)", addrs, err)
 	}
 	if err := k.Links.AddAddress("kube-ipvs0", p); err != nil {
 		t.Errorf("third change: %v", err)

@@ -18,7 +18,10 @@ import (
 // script: never a panic, the same bytes twice, a script that reads back as the state
 // it was written from, and no byte in it that could leave a comment or a quoted word.
 func FuzzScript(f *testing.F) {
-	seeds, _ := filepath.Glob("../../golden/*/input.yaml")
+	seeds, err := filepath.Glob("../../golden/*/input.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
 	for _, s := range seeds {
 		if data, err := os.ReadFile(s); err == nil {
 			f.Add(data)

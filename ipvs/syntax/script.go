@@ -360,27 +360,8 @@ func ParseScript(name string, r io.Reader) (*Node, error) {
 		n.Family = model.IPv6
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "sysctl -q -w "); ok {
-			k, v, _ := strings.Cut(rest, "=")
-			n.Sysctls = append(n.Sysctls, Sysctl{k, v})
-		}
-		if rest, ok := strings.CutPrefix(line, "ipvsadm --set "); ok {
-			f := strings.Fields(rest)
-			if len(f) == 3 {
-				n.Timeouts.TCP, _ = strconv.Atoi(f[0])
-				n.Timeouts.TCPFin, _ = strconv.Atoi(f[1])
-				n.Timeouts.UDP, _ = strconv.Atoi(f[2])
-			}
-		}
-		if _, rest, ok := strings.Cut(line, " -v exclude="); ok {
-			ex, _, _ := strings.Cut(rest, " \"$svcgen_reconcile\"")
-			for _, c := range strings.Fields(strings.Trim(ex, "'")) {
-				p, err := netip.ParsePrefix(c)
-				if err != nil {
-					return nil, fmt.Errorf("%s: exclude CIDR %q: %w", name, c, err)
-				}
-				n.ExcludeCIDRs = append(n.ExcludeCIDRs, p)
-			}
+		if err := n.scriptLine(line); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	for _, l := range strings.Fields(string(docs[tagAddresses])) {
@@ -400,6 +381,42 @@ func ParseScript(name string, r io.Reader) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// scriptLine reads what a line of the script outside its data parts says of the
+// state: a sysctl, the IPVS timeouts, the excluded CIDRs.
+func (n *Node) scriptLine(line string) error {
+	if rest, ok := strings.CutPrefix(line, "sysctl -q -w "); ok {
+		k, v, _ := strings.Cut(rest, "=")
+		n.Sysctls = append(n.Sysctls, Sysctl{k, v})
+	}
+	if rest, ok := strings.CutPrefix(line, "ipvsadm --set "); ok {
+		var t [3]int
+		f := strings.Fields(rest)
+		for i := range t {
+			var err error
+			if len(f) != len(t) {
+				err = errors.New("not three values")
+			} else {
+				t[i], err = strconv.Atoi(f[i])
+			}
+			if err != nil {
+				return fmt.Errorf("ipvsadm --set %s: want three timeouts in seconds", rest)
+			}
+		}
+		n.Timeouts = Timeouts{TCP: t[0], TCPFin: t[1], UDP: t[2]}
+	}
+	if _, rest, ok := strings.Cut(line, " -v exclude="); ok {
+		ex, _, _ := strings.Cut(rest, " \"$svcgen_reconcile\"")
+		for _, c := range strings.Fields(strings.Trim(ex, "'")) {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				return fmt.Errorf("exclude CIDR %q: %w", c, err)
+			}
+			n.ExcludeCIDRs = append(n.ExcludeCIDRs, p)
+		}
+	}
+	return nil
 }
 
 // heredocs returns the bodies of the script's here-documents by tag.

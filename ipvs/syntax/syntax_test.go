@@ -151,3 +151,16 @@ func TestEmbeddedProgramsQuoteFree(t *testing.T) {
 }
 
 func bufioWriter(b *bytes.Buffer) *bufio.Writer { return bufio.NewWriter(b) }
+
+// A script line the parser cannot read is an error, not a zero.
+func TestScriptLineErrors(t *testing.T) {
+	for _, line := range []string{"ipvsadm --set 900 x 300", "ipvsadm --set 900 120", `} | awk -v family=4 -v exclude='10.0.0.0/33' "$svcgen_reconcile" | ipvsadm -R`} {
+		if err := (&Node{}).scriptLine(line); err == nil {
+			t.Errorf("%q was read", line)
+		}
+	}
+	n := &Node{}
+	if err := n.scriptLine("ipvsadm --set 900 120 300"); err != nil || n.Timeouts != (Timeouts{900, 120, 300}) {
+		t.Errorf("timeouts %+v, %v", n.Timeouts, err)
+	}
+}
