@@ -48,23 +48,18 @@ func Retire(vs *syntax.VirtualServer, rs syntax.RealServer, c syntax.Conns) Reti
 	return Drain
 }
 
-// services plans IPVS in the awk program's order (see the package doc).
+// services plans IPVS in the awk program's order (see the package doc). Virtual
+// servers are matched by a map; their real servers, both lists in ipvsadm's order, by
+// walking the two side by side (a map of every real server of a large node costs more
+// than the rest of the plan).
 func (p *planner) services() {
-	wanted := map[syntax.ServiceID]*syntax.VirtualServer{}
-	wantReal := map[syntax.RealID]bool{}
+	wanted := make(map[syntax.ServiceID]*syntax.VirtualServer, len(p.want.Services))
 	for _, vs := range p.want.Services {
 		wanted[vs.ID()] = vs
-		for _, rs := range vs.Reals {
-			wantReal[vs.RealID(rs)] = true
-		}
 	}
-	have := map[syntax.ServiceID]*syntax.VirtualServer{}
-	haveReal := map[syntax.RealID]syntax.RealServer{}
+	have := make(map[syntax.ServiceID]*syntax.VirtualServer, len(p.have.Services))
 	for _, vs := range p.have.Services {
 		have[vs.ID()] = vs
-		for _, rs := range vs.Reals {
-			haveReal[vs.RealID(rs)] = rs
-		}
 		if wanted[vs.ID()] == nil && p.owned(vs) {
 			p.add(Op{Kind: DeleteService, Service: vs})
 		}
@@ -79,42 +74,62 @@ func (p *planner) services() {
 	}
 	for _, vs := range p.have.Services {
 		if w := wanted[vs.ID()]; w != nil {
-			p.retire(vs, w, wantReal)
+			matchReals(vs.Reals, w.Reals, func(rs syntax.RealServer, wanted *syntax.RealServer) {
+				if wanted == nil {
+					p.retire(vs, w, rs)
+				}
+			})
 		}
 	}
 	for _, vs := range p.want.Services {
-		for _, rs := range vs.Reals {
-			switch was, ok := haveReal[vs.RealID(rs)]; {
-			case !ok:
+		var old []syntax.RealServer
+		if o := have[vs.ID()]; o != nil {
+			old = o.Reals
+		}
+		matchReals(vs.Reals, old, func(rs syntax.RealServer, was *syntax.RealServer) {
+			switch {
+			case was == nil:
 				p.add(Op{Kind: AddReal, Service: vs, Real: rs})
-			case p.full || was != rs:
-				p.add(Op{Kind: EditReal, Service: vs, Real: rs, WasReal: was})
+			case p.full || *was != rs:
+				p.add(Op{Kind: EditReal, Service: vs, Real: rs, WasReal: *was})
 			}
+		})
+	}
+}
+
+// matchReals calls f for each real server of a with the one of the same address in b,
+// or nil. Both lists are in ipvsadm's order (by address, then port), as Have and
+// syntax.Node hold them.
+func matchReals(a, b []syntax.RealServer, f func(rs syntax.RealServer, match *syntax.RealServer)) {
+	j := 0
+	for _, rs := range a {
+		for j < len(b) && b[j].Address.Compare(rs.Address) < 0 {
+			j++
+		}
+		if j < len(b) && b[j].Address == rs.Address {
+			f(rs, &b[j])
+		} else {
+			f(rs, nil)
 		}
 	}
 }
 
-// retire decides on each real server of the node's virtual server vs that is not
+// retire decides on rs, a real server of the node's virtual server vs that is not
 // wanted; the operations name the wanted virtual server w (the same key, with the
 // service ports it is for).
-func (p *planner) retire(vs, w *syntax.VirtualServer, wanted map[syntax.RealID]bool) {
-	for _, rs := range vs.Reals {
-		id := vs.RealID(rs)
-		if wanted[id] {
-			continue
-		}
-		how := Retire(vs, rs, p.have.Conns[id])
-		p.retired = append(p.retired, Retired{ID: id, How: how})
-		switch how {
-		case Delete:
-			p.add(Op{Kind: DeleteReal, Service: w, Real: rs})
-			continue
-		case Drain:
-			drained := rs
-			drained.Weight = 0
-			p.add(Op{Kind: DrainReal, Service: w, Real: drained, WasReal: rs})
-			rs = drained
-		}
-		p.retiring[vs.ID()] = append(p.retiring[vs.ID()], rs)
+func (p *planner) retire(vs, w *syntax.VirtualServer, rs syntax.RealServer) {
+	id := vs.RealID(rs)
+	how := Retire(vs, rs, p.have.Conns[id])
+	p.retired = append(p.retired, Retired{ID: id, How: how})
+	switch how {
+	case Delete:
+		p.add(Op{Kind: DeleteReal, Service: w, Real: rs})
+		return
+	case Drain:
+		drained := rs
+		drained.Weight = 0
+		p.add(Op{Kind: DrainReal, Service: w, Real: drained, WasReal: rs})
+		rs = drained
 	}
+	p.retiring[vs.ID()] = append(p.retiring[vs.ID()], rs)
 }

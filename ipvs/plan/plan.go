@@ -31,6 +31,7 @@
 package plan
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -51,7 +52,8 @@ type Have struct {
 	Addresses []netip.Prefix
 	// Sets are kube-proxy's sets of the family, in ipvs/syntax's order.
 	Sets []*syntax.Set
-	// Services are the virtual servers with their real servers, in ipvsadm's order.
+	// Services are the virtual servers with their real servers, in ipvsadm's order
+	// (syntax.SortServices: real servers by address, then port).
 	Services []*syntax.VirtualServer
 	// Conns are the kernel's connection counts of the real servers (a real server
 	// without an entry has none).
@@ -95,12 +97,35 @@ func Plan(have *Have, want *syntax.Node, opts Options) (*Change, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := inOrder(have.Services, "the node's"); err != nil {
+		return nil, err
+	}
+	if err := inOrder(want.Services, "the wanted"); err != nil {
+		return nil, err
+	}
 	p.ops = append(p.ops, sets...)
 	p.services()
 	for _, a := range missing(have.Addresses, want.Addresses) {
 		p.add(Op{Kind: DeleteAddress, Address: a})
 	}
 	return &Change{Ops: p.ops, Retired: p.retired, After: p.after()}, nil
+}
+
+// inOrder checks that each virtual server's real servers are in ipvsadm's order, as
+// the plan walks them side by side.
+func inOrder(vss []*syntax.VirtualServer, whose string) error {
+	for _, vs := range vss {
+		if !slices.IsSortedFunc(vs.Reals, syntax.CompareReals) {
+			return fmt.Errorf("%s real servers of %s are not in ipvsadm's order", whose, vs.Key())
+		}
+	}
+	return nil
+}
+
+// hasReal reports whether the real servers, in ipvsadm's order, include one at addr.
+func hasReal(reals []syntax.RealServer, addr netip.AddrPort) bool {
+	_, found := slices.BinarySearchFunc(reals, addr, func(rs syntax.RealServer, a netip.AddrPort) int { return rs.Address.Compare(a) })
+	return found
 }
 
 // missing are the addresses of a that b lacks, in a's order.
@@ -172,11 +197,13 @@ func (p *planner) after() *Have {
 		}
 	}
 	syntax.SortServices(a.Services)
+	kept := make(map[syntax.ServiceID]*syntax.VirtualServer, len(a.Services))
 	for _, vs := range a.Services {
-		for _, rs := range vs.Reals {
-			if c, ok := p.have.Conns[vs.RealID(rs)]; ok {
-				a.Conns[vs.RealID(rs)] = c
-			}
+		kept[vs.ID()] = vs
+	}
+	for id, c := range p.have.Conns {
+		if vs := kept[id.Service]; vs != nil && hasReal(vs.Reals, id.Real) {
+			a.Conns[id] = c
 		}
 	}
 	return a

@@ -214,3 +214,14 @@ func TestCleanupOwnership(t *testing.T) {
 		}
 	}
 }
+
+// The plan walks real servers in ipvsadm's order: a list out of it is refused, not
+// misread.
+func TestPlanRealsOutOfOrder(t *testing.T) {
+	vs := &syntax.VirtualServer{Protocol: model.TCP, Address: netip.MustParseAddrPort("10.0.0.1:80"), Scheduler: "rr",
+		Reals: []syntax.RealServer{{Address: netip.MustParseAddrPort("10.1.0.2:80")}, {Address: netip.MustParseAddrPort("10.1.0.1:80")}}}
+	_, err := Plan(&Have{Services: []*syntax.VirtualServer{vs}}, wantNode(t), Options{})
+	if err == nil || !strings.Contains(err.Error(), "the node's real servers of -t 10.0.0.1:80 are not in ipvsadm's order") {
+		t.Errorf("error %v", err)
+	}
+}
