@@ -29,17 +29,28 @@ func CreateLine(name string, s *Set) string {
 // "swap NAME OTHER", "destroy NAME". With CreateLine it writes every ipset line svcgen
 // writes: the script's sets, apply's changes, the views of diff and audit.
 func SetLine(cmd, name string, args ...string) string {
-	return strings.Join(append([]string{cmd, name}, args...), " ")
+	return string(appendSetLine(nil, cmd, name, args...))
+}
+
+// appendSetLine appends SetLine's line, without a newline.
+func appendSetLine(b []byte, cmd, name string, args ...string) []byte {
+	b = append(append(append(b, cmd...), ' '), name...)
+	for _, a := range args {
+		b = append(append(b, ' '), a...)
+	}
+	return b
 }
 
 // WriteSave writes the sets as "ipset save" prints them: each create line, then its
 // entries.
 func WriteSave(w io.Writer, sets []*Set) error {
 	bw := bufio.NewWriter(w)
+	var line []byte
 	for _, s := range sets {
 		bw.WriteString(CreateLine(s.Name, s) + "\n")
 		for _, e := range s.Entries {
-			bw.WriteString(SetLine("add", s.Name, e) + "\n")
+			line = append(appendSetLine(line[:0], "add", s.Name, e), '\n')
+			bw.Write(line)
 		}
 	}
 	return bw.Flush()
@@ -51,11 +62,13 @@ func WriteSave(w io.Writer, sets []*Set) error {
 // TempSet not to exist (the script destroys a leftover one first).
 func WriteSets(w io.Writer, sets []*Set) error {
 	bw := bufio.NewWriter(w)
+	var line []byte
 	for _, s := range sets {
 		bw.WriteString(CreateLine(s.Name, s) + "\n")
 		bw.WriteString(CreateLine(TempSet, s) + "\n")
 		for _, e := range s.Entries {
-			bw.WriteString(SetLine("add", TempSet, e) + "\n")
+			line = append(appendSetLine(line[:0], "add", TempSet, e), '\n')
+			bw.Write(line)
 		}
 		bw.WriteString(SetLine("swap", TempSet, s.Name) + "\n")
 		bw.WriteString(SetLine("destroy", TempSet) + "\n")
