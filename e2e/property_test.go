@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
@@ -18,6 +17,8 @@ import (
 	"github.com/svcgen/svcgen/internal/testkit"
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
@@ -138,15 +139,15 @@ func kernelIPVS(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeli
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := ipvsadm.Build(sm)
+	n := ipvsrules.Build(sm)
 	var sets, payload, rules bytes.Buffer
-	if err := ipvsadm.WriteSets(&sets, n.Sets); err != nil {
+	if err := ipvssyntax.WriteSets(&sets, n.Sets); err != nil {
 		t.Fatal(err)
 	}
-	if err := ipvsadm.WritePayload(&payload, n); err != nil {
+	if err := ipvssyntax.WritePayload(&payload, n); err != nil {
 		t.Fatal(err)
 	}
-	if err := ipvsadm.WriteRules(&rules, n.Services); err != nil {
+	if err := ipvssyntax.WriteRules(&rules, n.Services); err != nil {
 		t.Fatal(err)
 	}
 	if !xtIPVS && bytes.Contains(payload.Bytes(), []byte(" -m ipvs ")) {
@@ -156,14 +157,14 @@ func kernelIPVS(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeli
 	if sm.Family == model.IPv6 {
 		ipt = "ip6tables"
 	}
-	l.In(ns, "sh", "-c", "ipset destroy "+ipvsadm.TempSet+" 2>/dev/null || :")
+	l.In(ns, "sh", "-c", "ipset destroy "+ipvssyntax.TempSet+" 2>/dev/null || :")
 	if err := l.Feed(ns, sets.Bytes(), "ipset", "restore", "-exist"); err != nil {
 		t.Fatalf("seed %d: ipset restore: %v", seed, err)
 	}
 	if err := l.Feed(ns, payload.Bytes(), ipt+"-restore", "--noflush"); err != nil {
 		t.Fatalf("seed %d: the kernel refused the ipvs companion chains: %v", seed, err)
 	}
-	for _, j := range ipvsadm.Jumps { // as the script ensures them
+	for _, j := range ipvssyntax.Jumps { // as the script ensures them
 		if _, err := l.Try(append([]string{"ip", "netns", "exec", ns, ipt, "-t", j.Table, "-C", j.From}, j.Args()...)...); err != nil {
 			l.In(ns, append([]string{ipt, "-t", j.Table, "-I", j.From, "1"}, j.Args()...)...)
 		}

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 )
 
 // IPTables traces packets through an iptables ruleset (svcgen output or iptables-save).
@@ -150,7 +150,7 @@ type state struct {
 	marked   bool
 	affinity bool
 	// vs is the IPVS virtual server that scheduled the packet (ipvs mode).
-	vs   *ipvsadm.VirtualServer
+	vs   *ipvssyntax.VirtualServer
 	prob *big.Rat
 	path []Step
 }

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/emit/nft"
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"sigs.k8s.io/knftables"
@@ -132,7 +133,7 @@ func Open(files []File, host Host) (Tracer, error) {
 		return nil, fmt.Errorf("%s: give an nftables ruleset alone", byFormat[NFTText][0].Name)
 	case len(byFormat) == 1 && len(byFormat[ShellScript]) == 1:
 		f := byFormat[ShellScript][0]
-		n, err := ipvsadm.ParseScript(f.Name, bytes.NewReader(f.Data))
+		n, err := ipvssyntax.ParseScript(f.Name, bytes.NewReader(f.Data))
 		if err != nil {
 			return nil, err
 		}
@@ -158,12 +159,12 @@ func openIPVS(one func(Format) (File, bool), host Host) (Tracer, error) {
 	if !okV || !okS || !okT {
 		return nil, fmt.Errorf("an ipvs node's state is three rulesets: ipvsadm -Sn, ipset save and iptables-save output (or svcgen compile -m ipvs --split's ipvsadm.rules, ipset.restore and iptables.rules); give all three")
 	}
-	n := &ipvsadm.Node{Family: model.IPv4}
+	n := &ipvssyntax.Node{Family: model.IPv4}
 	var err error
-	if n.Services, err = ipvsadm.ParseRulesBytes(vf.Name, vf.Data); err != nil {
+	if n.Services, err = ipvssyntax.ParseRulesBytes(vf.Name, vf.Data); err != nil {
 		return nil, err
 	}
-	if n.Sets, err = ipvsadm.ParseSetsBytes(sf.Name, sf.Data); err != nil {
+	if n.Sets, err = ipvssyntax.ParseSetsBytes(sf.Name, sf.Data); err != nil {
 		return nil, err
 	}
 	for _, vs := range n.Services {
@@ -194,12 +195,12 @@ func ForMap(mode string, sm *ir.ServiceMap, host Host) (Tracer, error) {
 		}
 		return NewIPTables(rs, host)
 	case "ipvs":
-		built := ipvsadm.Build(sm)
+		built := ipvsrules.Build(sm)
 		var b bytes.Buffer
-		if err := ipvsadm.WriteScript(&b, built, ipvsadm.Header{Node: sm.Node.Name}); err != nil {
+		if err := ipvssyntax.WriteScript(&b, built, ipvssyntax.Header{Node: sm.Node.Name}); err != nil {
 			return nil, fmt.Errorf("writing the ipvs script: %w", err)
 		}
-		n, err := ipvsadm.ParseScript("ipvs script", &b)
+		n, err := ipvssyntax.ParseScript("ipvs script", &b)
 		if err != nil {
 			return nil, fmt.Errorf("reading back the ipvs script: %w", err)
 		}

@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/fileutil"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 )
 
 // runCompileIPVS writes ipvs mode: one script, or with --split its parts as files in
@@ -16,7 +17,7 @@ func runCompileIPVS(f *compileFlags, res *pipeline.Result, stdout io.Writer) err
 	if f.noflush || f.previous != "" || f.minimal {
 		return usagef("--noflush, --previous and --minimal are for iptables mode; the ipvs script always converges the node")
 	}
-	node := ipvsadm.Build(res.Map)
+	node := ipvsrules.Build(res.Map)
 	if f.split {
 		if f.output == "" || f.output == "-" {
 			return usagef("--split writes several files: name their folder with -o DIR")
@@ -24,7 +25,7 @@ func runCompileIPVS(f *compileFlags, res *pipeline.Result, stdout io.Writer) err
 		if err := os.MkdirAll(f.output, 0o755); err != nil {
 			return err
 		}
-		err := ipvsadm.WriteSplit(node, func(name string, write func(io.Writer) error) error {
+		err := ipvssyntax.WriteSplit(node, func(name string, write func(io.Writer) error) error {
 			return fileutil.WriteAtomic(filepath.Join(f.output, name), write)
 		})
 		if err != nil {
@@ -32,7 +33,7 @@ func runCompileIPVS(f *compileFlags, res *pipeline.Result, stdout io.Writer) err
 		}
 	} else {
 		err := writeOutput(f.output, stdout, func(w io.Writer) error {
-			return ipvsadm.WriteScript(w, node, ipvsadm.Header{Node: res.Map.Node.Name})
+			return ipvssyntax.WriteScript(w, node, ipvssyntax.Header{Node: res.Map.Node.Name})
 		})
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package ipvsadm
+package rules
 
 import (
 	"io"
@@ -8,6 +8,7 @@ import (
 	"github.com/svcgen/svcgen/internal/benchdata"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	"github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -19,20 +20,20 @@ func generated(b *testing.B, services int) *ir.ServiceMap {
 }
 
 // BenchmarkScript measures Build and WriteScript, what "compile -m ipvs" does after
-// the compile: go test -run - -bench Script ./emit/ipvsadm
+// the compile: go test -run - -bench Script ./ipvs/rules
 func BenchmarkScript(b *testing.B) {
 	for _, n := range benchdata.Sizes {
 		sm := generated(b, n)
 		b.Run(benchdata.Name(n), func(b *testing.B) {
 			var size benchdata.Counter
-			if err := WriteScript(&size, Build(sm), Header{}); err != nil {
+			if err := syntax.WriteScript(&size, Build(sm), syntax.Header{}); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(size.N)
 			b.ReportAllocs()
 			defer benchdata.CPU(b)()
 			for b.Loop() {
-				if err := WriteScript(io.Discard, Build(sm), Header{}); err != nil {
+				if err := syntax.WriteScript(io.Discard, Build(sm), syntax.Header{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package ipvsadm
+package syntax
 
 import (
 	"cmp"
@@ -49,6 +49,11 @@ type Table struct {
 	Rules  []Rule
 }
 
+// Add appends the rule "-A chain args...".
+func (t *Table) Add(chain string, args ...string) {
+	t.Rules = append(t.Rules, Rule{Chain: chain, Args: args})
+}
+
 // Rule is "-A Chain Args...".
 type Rule struct {
 	Chain string
@@ -76,6 +81,43 @@ type VirtualServer struct {
 // "--sctp-service 10.0.0.1:9".
 func (vs *VirtualServer) Key() string {
 	return protocolSwitch(vs.Protocol) + " " + vs.Address.String()
+}
+
+// Same reports whether vs is configured as o is (same key assumed): what "ipvsadm -Sn"
+// shows of them, the scheduler, the flags and, with persistence, its timeout and
+// netmask. A virtual server that differs is edited in place (kube-proxy's
+// UpdateVirtualServer), so its address stays up and its connections go on.
+func (vs *VirtualServer) Same(o *VirtualServer) bool {
+	if vs.Scheduler != o.Scheduler || vs.Flags != o.Flags {
+		return false
+	}
+	return vs.Flags&FlagPersistent == 0 || (vs.Timeout == o.Timeout && vs.Netmask == o.Netmask)
+}
+
+// ID names the virtual server by what the kernel keys it on: protocol, address, port.
+func (vs *VirtualServer) ID() ServiceID { return ServiceID{vs.Protocol, vs.Address} }
+
+// ServiceID names a virtual server: protocol and address:port ("-t 10.0.0.1:80").
+type ServiceID struct {
+	Protocol model.Protocol
+	Address  netip.AddrPort
+}
+
+// RealID names a real server of a virtual server ("-t 10.0.0.1:80 -r 10.1.0.1:8080"):
+// the same destination under two virtual servers is two real servers.
+type RealID struct {
+	Service ServiceID
+	Real    netip.AddrPort
+}
+
+// RealID is the name of rs as a real server of vs.
+func (vs *VirtualServer) RealID(rs RealServer) RealID { return RealID{vs.ID(), rs.Address} }
+
+// Conns are the connections the kernel counts to a real server, as "ipvsadm -Ln"
+// shows them: Active (ActiveConn, TCP connections established) and Inactive
+// (InActConn, every other state: closing, TIME_WAIT, and UDP's).
+type Conns struct {
+	Active, Inactive int
 }
 
 // RealServer is one destination of a virtual server.
@@ -154,10 +196,11 @@ func SortServices(vss []*VirtualServer) {
 		return a.Address.Compare(b.Address)
 	})
 	for _, vs := range vss {
-		if !slices.IsSortedFunc(vs.Reals, compareReals) {
-			slices.SortFunc(vs.Reals, compareReals)
+		if !slices.IsSortedFunc(vs.Reals, CompareReals) {
+			slices.SortFunc(vs.Reals, CompareReals)
 		}
 	}
 }
 
-func compareReals(a, b RealServer) int { return a.Address.Compare(b.Address) }
+// CompareReals orders real servers as ipvsadm saves them: by address, then port.
+func CompareReals(a, b RealServer) int { return a.Address.Compare(b.Address) }

@@ -1,4 +1,4 @@
-package ipvsadm
+package syntax
 
 import (
 	"bufio"
@@ -25,9 +25,19 @@ func protocolSwitch(p model.Protocol) string {
 
 // ServiceLine is a virtual server as "ipvsadm -Sn" prints it, the "-A" line
 // ("-A -t 10.0.0.1:80 -s rr -p 10800"): the form the script compares with the node.
-func ServiceLine(vs *VirtualServer) string {
+func ServiceLine(vs *VirtualServer) string { return ServiceCommand("-A", vs) }
+
+// ServiceCommand is an "ipvsadm -R" command on a virtual server: "-A" adds it (the
+// line "ipvsadm -Sn" prints), "-E" edits it in place with the same options, "-D"
+// deletes it (the key alone). It is the one writer of these lines, for the script's
+// rules, apply's operations and the views of diff and audit alike.
+func ServiceCommand(cmd string, vs *VirtualServer) string {
 	var b strings.Builder
-	b.WriteString("-A " + vs.Key() + " -s " + vs.Scheduler)
+	b.WriteString(cmd + " " + vs.Key())
+	if cmd == "-D" {
+		return b.String()
+	}
+	b.WriteString(" -s " + vs.Scheduler)
 	if vs.Flags&FlagPersistent != 0 {
 		b.WriteString(" -p " + strconv.FormatUint(uint64(vs.Timeout), 10))
 		if vs.Netmask != "" {
@@ -44,13 +54,23 @@ func ServiceLine(vs *VirtualServer) string {
 }
 
 // RealLine is a real server as "ipvsadm -Sn" prints it ("-a -t VIP:80 -r IP:80 -m -w 1").
-func RealLine(vs *VirtualServer, rs RealServer) string {
-	return string(appendRealLine(nil, vs.Key(), rs))
+func RealLine(vs *VirtualServer, rs RealServer) string { return RealCommand("-a", vs, rs) }
+
+// RealCommand is an "ipvsadm -R" command on a real server of vs: "-a" adds it (the
+// line "ipvsadm -Sn" prints), "-e" edits it (forwarding method and weight: at weight
+// 0 it drains), "-d" deletes it ("-d -t VIP:80 -r IP:80").
+func RealCommand(cmd string, vs *VirtualServer, rs RealServer) string {
+	if cmd == "-d" {
+		return "-d " + vs.Key() + " -r " + rs.Address.String()
+	}
+	return string(appendRealLine(nil, cmd, vs.Key(), rs))
 }
 
-// appendRealLine appends RealLine for the service named key, without a newline.
-func appendRealLine(b []byte, key string, rs RealServer) []byte {
-	b = append(b, "-a "...)
+// appendRealLine appends the -a (or -e) line of a real server of the service named
+// key, without a newline.
+func appendRealLine(b []byte, cmd, key string, rs RealServer) []byte {
+	b = append(b, cmd...)
+	b = append(b, ' ')
 	b = append(b, key...)
 	b = append(b, " -r "...)
 	b = rs.Address.AppendTo(b)
@@ -85,7 +105,7 @@ func WriteRules(w io.Writer, vss []*VirtualServer) error {
 		bw.WriteByte('\n')
 		key := vs.Key()
 		for _, rs := range vs.Reals {
-			line = append(appendRealLine(line[:0], key, rs), '\n')
+			line = append(appendRealLine(line[:0], "-a", key, rs), '\n')
 			bw.Write(line)
 		}
 	}

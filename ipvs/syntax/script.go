@@ -1,4 +1,4 @@
-package ipvsadm
+package syntax
 
 import (
 	"bufio"
@@ -211,7 +211,7 @@ func WriteScript(w io.Writer, n *Node, h Header) error {
 	s.raw("{")
 	s.heredoc("cat", tagAddresses, p.addresses)
 	s.raw("echo %%", "ip -o "+ipFlag+" addr show dev "+DummyInterface)
-	s.raw("} | awk '"+awkProgram(addressesAWK)+"' | ip -batch -", "")
+	s.raw("} | awk '"+AddressesProgram()+"' | ip -batch -", "")
 
 	s.comment("The sets, each refilled in one swap.")
 	s.raw("ipset destroy " + TempSet + " 2>/dev/null || :")
@@ -226,7 +226,7 @@ func WriteScript(w io.Writer, n *Node, h Header) error {
 	for _, c := range n.ExcludeCIDRs {
 		ex = append(ex, c.String())
 	}
-	s.raw("svcgen_reconcile='" + awkProgram(reconcileAWK) + "'")
+	s.raw("svcgen_reconcile='" + ReconcileProgram() + "'")
 	s.raw("{")
 	s.heredoc("cat", tagIPVS, p.ipvs)
 	s.raw("echo %%", "ipvsadm -Sn", "echo %%", "ipvsadm -Ln")
@@ -263,6 +263,18 @@ func orNone(s string) string {
 	}
 	return s
 }
+
+// ReconcileProgram is the awk program the script runs to reconcile IPVS, as it
+// stands in the script. Its input is three parts split by a line "%%": the wanted
+// "ipvsadm -Sn" lines, the node's "ipvsadm -Sn", the node's "ipvsadm -Ln"; its
+// variables family (4 or 6) and exclude (CIDRs, space-separated); it prints the
+// "ipvsadm -R" commands. ipvs/plan's shared cases hold it to the Go planner.
+func ReconcileProgram() string { return awkProgram(reconcileAWK) }
+
+// AddressesProgram is the awk program the script runs to bind kube-ipvs0's addresses:
+// the wanted prefixes, "%%", then "ip -o addr show dev kube-ipvs0"; it prints "ip
+// -batch" commands.
+func AddressesProgram() string { return awkProgram(addressesAWK) }
 
 // awkProgram is an embedded awk program without its comment lines, for a single-
 // quoted shell word (the package's tests check it holds no single quote).
@@ -348,27 +360,8 @@ func ParseScript(name string, r io.Reader) (*Node, error) {
 		n.Family = model.IPv6
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "sysctl -q -w "); ok {
-			k, v, _ := strings.Cut(rest, "=")
-			n.Sysctls = append(n.Sysctls, Sysctl{k, v})
-		}
-		if rest, ok := strings.CutPrefix(line, "ipvsadm --set "); ok {
-			f := strings.Fields(rest)
-			if len(f) == 3 {
-				n.Timeouts.TCP, _ = strconv.Atoi(f[0])
-				n.Timeouts.TCPFin, _ = strconv.Atoi(f[1])
-				n.Timeouts.UDP, _ = strconv.Atoi(f[2])
-			}
-		}
-		if _, rest, ok := strings.Cut(line, " -v exclude="); ok {
-			ex, _, _ := strings.Cut(rest, " \"$svcgen_reconcile\"")
-			for _, c := range strings.Fields(strings.Trim(ex, "'")) {
-				p, err := netip.ParsePrefix(c)
-				if err != nil {
-					return nil, fmt.Errorf("%s: exclude CIDR %q: %w", name, c, err)
-				}
-				n.ExcludeCIDRs = append(n.ExcludeCIDRs, p)
-			}
+		if err := n.scriptLine(line); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	for _, l := range strings.Fields(string(docs[tagAddresses])) {
@@ -388,6 +381,42 @@ func ParseScript(name string, r io.Reader) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// scriptLine reads what a line of the script outside its data parts says of the
+// state: a sysctl, the IPVS timeouts, the excluded CIDRs.
+func (n *Node) scriptLine(line string) error {
+	if rest, ok := strings.CutPrefix(line, "sysctl -q -w "); ok {
+		k, v, _ := strings.Cut(rest, "=")
+		n.Sysctls = append(n.Sysctls, Sysctl{k, v})
+	}
+	if rest, ok := strings.CutPrefix(line, "ipvsadm --set "); ok {
+		var t [3]int
+		f := strings.Fields(rest)
+		for i := range t {
+			var err error
+			if len(f) != len(t) {
+				err = errors.New("not three values")
+			} else {
+				t[i], err = strconv.Atoi(f[i])
+			}
+			if err != nil {
+				return fmt.Errorf("ipvsadm --set %s: want three timeouts in seconds", rest)
+			}
+		}
+		n.Timeouts = Timeouts{TCP: t[0], TCPFin: t[1], UDP: t[2]}
+	}
+	if _, rest, ok := strings.Cut(line, " -v exclude="); ok {
+		ex, _, _ := strings.Cut(rest, " \"$svcgen_reconcile\"")
+		for _, c := range strings.Fields(strings.Trim(ex, "'")) {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				return fmt.Errorf("exclude CIDR %q: %w", c, err)
+			}
+			n.ExcludeCIDRs = append(n.ExcludeCIDRs, p)
+		}
+	}
+	return nil
 }
 
 // heredocs returns the bodies of the script's here-documents by tag.
