@@ -150,8 +150,9 @@ func (w *Watch) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			// A pending change stays pending: the source does not read a file
+			// that has not settled, and the change's own sync comes when it has.
 			w.sync(ctx, "interval", nil)
-			changed, settle = nil, nil
 		case ev := <-fw.Events:
 			if !w.isInput(ev.Name) {
 				continue

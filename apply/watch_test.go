@@ -25,16 +25,17 @@ func services(names ...string) string {
 
 // watchOver runs a Watch of dir over a fake kernel, compiling through pipeline.Watch
 // as apply --watch does, until the test ends.
-func watchOver(t *testing.T, dir string, settle time.Duration) (*Watch, *FakeIPTables) {
+func watchOver(t *testing.T, dir string, settle, interval time.Duration) (*Watch, *FakeIPTables) {
 	t.Helper()
 	pw, res, err := pipeline.NewWatch(pipeline.Inputs{Files: []string{dir}}, pipeline.Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pw.Settle = settle
 	current := res.Map
 	backend, fake := fakeBackend(t, otherTool, 0)
 	w := &Watch{
-		Applier: &Applier{Backend: backend}, Paths: []string{dir}, Interval: time.Hour, Settle: settle,
+		Applier: &Applier{Backend: backend}, Paths: []string{dir}, Interval: interval, Settle: settle,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Source: SourceFunc(func(context.Context, []string) (*ir.ServiceMap, *Hint, error) {
 			up, err := pw.Refresh()
@@ -67,13 +68,17 @@ func hasService(fake *FakeIPTables, name string) bool {
 }
 
 // A file written slowly, in steps with pauses shorter than the settle period, is read
-// once it is whole: its Services never leave the node meanwhile. (Before, a 200 ms
-// pause was enough to load the half-written file and delete what it had not reached.)
+// once it is whole: its Services never leave the node meanwhile, though interval syncs
+// run. (Before, a 200 ms pause, or any interval, was enough to load the half-written
+// file and delete what it had not reached.)
 func TestWatchWaitsForWholeFiles(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "svc.yaml")
 	must(t, os.WriteFile(file, []byte(services("a", "b", "c")), 0o644))
-	_, fake := watchOver(t, dir, 400*time.Millisecond)
+	// The settle period is far above the 200 ms pauses, so that a loaded machine's
+	// late wake-ups cannot stretch a pause past it.
+	// Interval syncs run all the while, and read no unsettled file either.
+	_, fake := watchOver(t, dir, 3*time.Second, 50*time.Millisecond)
 	eventually(t, "the first sync", func() bool { return hasService(fake, "c") })
 
 	// Each step leaves a file that parses, with fewer Services than the one before:
@@ -83,11 +88,10 @@ func TestWatchWaitsForWholeFiles(t *testing.T) {
 	for i, name := range []string{"a", "b", "c", "d"} {
 		_, err := f.WriteString(strings.Replace(services(name), "10.96.0.10", fmt.Sprintf("10.96.0.%d", 10+i), 1))
 		must(t, err)
-		for j := 0; j < 10; j++ { // 200 ms, watching the node
+		for start := time.Now(); time.Since(start) < 200*time.Millisecond; time.Sleep(20 * time.Millisecond) {
 			if !hasService(fake, "b") || !hasService(fake, "c") {
 				t.Fatalf("step %d: a Service left the node while its file was being written", i)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	must(t, f.Close())
@@ -100,7 +104,7 @@ func TestWatchKeepsLastGoodRules(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "svc.yaml")
 	must(t, os.WriteFile(file, []byte(services("a", "b")), 0o644))
-	w, fake := watchOver(t, dir, 50*time.Millisecond)
+	w, fake := watchOver(t, dir, 50*time.Millisecond, time.Hour)
 	eventually(t, "the first sync", func() bool { return hasService(fake, "b") && w.healthy() == nil })
 	before := fake.Text()
 

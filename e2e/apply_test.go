@@ -406,8 +406,9 @@ func TestApplyWatch(t *testing.T) {
 
 	// A new Service in a new file is loaded.
 	n.write("extra.yaml", svcWithEndpoints("late", "198.19.1.91", 8080, "198.18.1.91"))
+	// (Its own sync, or an interval's once the file has settled.)
 	waitLog("the change", func(l string) bool {
-		return strings.Contains(l, "reason=change") && strings.Contains(l, "changed=true")
+		return strings.Contains(l, "msg=sync") && strings.Contains(l, "changed=true")
 	})
 	late := iptsyntax.ServiceChainsFor("default/late:tcp", "tcp").SVC
 	if !strings.Contains(n.save(), ":"+late) {

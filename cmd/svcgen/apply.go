@@ -147,6 +147,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 			}
 		}
 		unlock() // --watch reads the lock file once, at the start
+		watch.Settle = f.settle
 		current := res.Map
 		w := &apply.Watch{
 			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log, AllowEmpty: f.allowEmpty,

@@ -36,6 +36,10 @@ import (
 // A Watch reads files, so it lives here and not in the compiler; it is not safe for
 // concurrent use.
 type Watch struct {
+	// Settle: a file changed less than this long ago is not read yet; its last good
+	// version stays (an editor or a slow writer is not done with it).
+	Settle time.Duration
+
 	in       Inputs
 	settings Settings
 	mode     compiler.Mode
@@ -109,6 +113,12 @@ func (w *Watch) Refresh() (*WatchUpdate, error) {
 	var warnings []*model.Problem
 	for _, p := range paths {
 		old := w.files[p]
+		if w.unsettled(p) {
+			if old != nil {
+				next[p] = old
+			}
+			continue
+		}
 		f, warns, err := w.reread(p, old)
 		if err != nil {
 			return nil, err
@@ -179,6 +189,15 @@ func (w *Watch) paths() ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// unsettled reports a file changed within the settle period.
+func (w *Watch) unsettled(path string) bool {
+	if w.Settle <= 0 {
+		return false
+	}
+	info, err := os.Stat(path)
+	return err == nil && time.Since(info.ModTime()) < w.Settle
 }
 
 // reread returns old when the file did not change.
