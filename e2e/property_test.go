@@ -11,7 +11,6 @@ import (
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/emit/ipvsadm"
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
@@ -19,6 +18,7 @@ import (
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/model"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 )
@@ -110,7 +110,7 @@ func kernelNFT(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipelin
 		t.Fatal(err)
 	}
 	var script bytes.Buffer
-	if err := nft.Write(&script, sm, nft.Options{}); err != nil {
+	if err := nftrules.Write(&script, sm, nftrules.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for run := 1; run <= 2; run++ {

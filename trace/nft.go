@@ -8,20 +8,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/nft"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
 // NFT traces packets through one family's kube-proxy nftables table (svcgen's script
-// or "nft list ruleset", read by nft.Parse). It runs the base chains of each hook a
+// or "nft list ruleset", read by nftsyntax.Parse). It runs the base chains of each hook a
 // packet passes in priority order, as netfilter does: prerouting (from another host
 // or a pod) or output (from the node), then input (to a local address after DNAT) or
 // forward, then postrouting.
 type NFT struct {
-	st    *nft.State
+	st    *nftsyntax.State
 	host  Host
 	table string
-	hooks map[knftables.BaseChainHook][]*nft.Chain
+	hooks map[knftables.BaseChainHook][]*nftsyntax.Chain
 	rules map[*knftables.Rule]*nftRule
 	// elems indexes every set and map: name, then the key's parts joined by " . ".
 	elems map[string]map[string]*knftables.Element
@@ -32,13 +32,13 @@ type NFT struct {
 }
 
 // NewNFT prepares a table for tracing; every rule must be one the tracer can read.
-func NewNFT(st *nft.State, host Host) (*NFT, error) {
+func NewNFT(st *nftsyntax.State, host Host) (*NFT, error) {
 	ipX := "ip"
 	if st.Family == knftables.IPv6Family {
 		ipX = "ip6"
 	}
 	t := &NFT{st: st, host: host, table: string(st.Family) + " kube-proxy",
-		hooks: map[knftables.BaseChainHook][]*nft.Chain{}, rules: map[*knftables.Rule]*nftRule{},
+		hooks: map[knftables.BaseChainHook][]*nftsyntax.Chain{}, rules: map[*knftables.Rule]*nftRule{},
 		elems: map[string]map[string]*knftables.Element{}, prefixes: map[string][]netip.Prefix{}}
 	for _, c := range st.Chains {
 		for _, r := range c.Rules {
@@ -64,7 +64,7 @@ func NewNFT(st *nft.State, host Host) (*NFT, error) {
 		})
 		t.hooks[hook] = chains
 	}
-	for _, cs := range []map[string]*nft.Container{st.Sets, st.Maps} {
+	for _, cs := range []map[string]*nftsyntax.Container{st.Sets, st.Maps} {
 		for name, c := range cs {
 			idx := map[string]*knftables.Element{}
 			for _, e := range c.Elements {
@@ -186,7 +186,7 @@ func (t *NFT) hook(h knftables.BaseChainHook, branches []walkResult) ([]walkResu
 
 // walk runs a chain's rules. A result's verdict is "" when the chain fell off its end
 // or returned, else accept, drop or reject.
-func (t *NFT) walk(c *nft.Chain, st state, depth int) ([]walkResult, error) {
+func (t *NFT) walk(c *nftsyntax.Chain, st state, depth int) ([]walkResult, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("chain %s: jumps nest deeper than %d (a loop?)", c.Obj.Name, maxDepth)
 	}

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/nft"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 )
 
 // nftLabels names the Service port behind each of kube-proxy's per-service nftables
@@ -12,10 +12,10 @@ import (
 // ns1/svc1:p80, and "endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80" is its endpoint,
 // whose address the chain's dnat rule gives exactly (the name spells an IPv6 address
 // with dots).
-func nftLabels(st *nft.State) map[string]string {
+func nftLabels(st *nftsyntax.State) map[string]string {
 	out := map[string]string{}
 	for name, c := range st.Chains {
-		label := nft.PortOf(name)
+		label := nftsyntax.PortOf(name)
 		if label == "" {
 			continue
 		}

@@ -7,19 +7,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/emit/nft"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
 // examplesListing is testdata/examples.list of package nft, "nft list ruleset" of the
 // examples loaded into a namespace: as text, and parsed.
-func examplesListing(t *testing.T) ([]byte, *nft.Ruleset) {
+func examplesListing(t *testing.T) ([]byte, *nftsyntax.Ruleset) {
 	t.Helper()
-	data, err := os.ReadFile("../emit/nft/testdata/examples.list")
+	data, err := os.ReadFile("../nftables/syntax/testdata/examples.list")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := nft.ParseBytes("examples.list", data)
+	rs, err := nftsyntax.ParseBytes("examples.list", data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package nft
+package syntax
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ func parseListing(text string) (*Ruleset, error) {
 			return nil, ls.errorf("%q: want \"table FAMILY NAME {\"", l)
 		}
 		family := knftables.Family(f[1])
-		if f[2] != tableName || (family != knftables.IPv4Family && family != knftables.IPv6Family) {
+		if f[2] != TableName || (family != knftables.IPv4Family && family != knftables.IPv6Family) {
 			if err := ls.skipBlock(); err != nil {
 				return nil, err
 			}
@@ -91,7 +91,7 @@ func braceDepth(l string) int {
 }
 
 func (ls *listing) table(family knftables.Family) (*State, error) {
-	st := newState(family)
+	st := NewState(family)
 	st.Table = &knftables.Table{}
 	for ls.i < len(ls.lines) {
 		l := ls.next()
@@ -123,14 +123,14 @@ func (ls *listing) table(family knftables.Family) (*State, error) {
 			}
 		}
 	}
-	return nil, ls.errorf("table %s %s: unterminated", family, tableName)
+	return nil, ls.errorf("table %s %s: unterminated", family, TableName)
 }
 
 // baseChainRe matches a base chain's header line.
 var baseChainRe = regexp.MustCompile(`^type (\S+) hook (\S+)(?: device "?([^";]*)"?)? priority ([^;]+);(?: policy (\S+);)?$`)
 
 func (ls *listing) chain(st *State, name string) error {
-	ch := st.chain(&knftables.Chain{Name: name})
+	ch := st.AddChain(&knftables.Chain{Name: name})
 	for ls.i < len(ls.lines) {
 		l := ls.next()
 		switch {
@@ -241,11 +241,11 @@ func (ls *listing) addContainer(st *State, kind, name, typ string, comment *stri
 	if kind == "set" {
 		s := &knftables.Set{Name: name, Comment: comment, Flags: flags, Timeout: timeout, Size: size}
 		s.Type, s.TypeOf = splitType(typ)
-		c = st.set(s)
+		c = st.AddSet(s)
 	} else {
 		m := &knftables.Map{Name: name, Comment: comment, Flags: flags, Timeout: timeout, Size: size}
 		m.Type, m.TypeOf = splitType(typ)
-		c = st.addMap(m)
+		c = st.AddMap(m)
 	}
 	if dynamic {
 		return nil // entries the kernel adds at run time (affinity): state, not ruleset

@@ -1,8 +1,7 @@
-package nft
+package plan
 
 import (
 	"bytes"
-	"io"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
@@ -10,6 +9,8 @@ import (
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/nftables/rules"
+	"github.com/svcgen/svcgen/nftables/syntax"
 )
 
 // generated compiles the generated cluster of benchdata for nftables mode, as the
@@ -23,37 +24,13 @@ func generated(b *testing.B, services int, move bool) *ir.ServiceMap {
 	return testkit.CompileCluster(b, c, pipeline.Settings{Mode: compiler.NFTables}).Map
 }
 
-func benchWrite(b *testing.B, opts Options) {
-	for _, n := range benchdata.Sizes {
-		sm := generated(b, n, false)
-		b.Run(benchdata.Name(n), func(b *testing.B) {
-			var size benchdata.Counter
-			if err := Write(&size, sm, opts); err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(size.N)
-			b.ReportAllocs()
-			defer benchdata.CPU(b)()
-			for b.Loop() {
-				if err := Write(io.Discard, sm, opts); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkWrite streams the whole table (44 MB at 10k): go test -run - -bench . ./emit/nft
-func BenchmarkWrite(b *testing.B)       { benchWrite(b, Options{}) }
-func BenchmarkWriteStages(b *testing.B) { benchWrite(b, Options{Stages: true}) }
-
 // BenchmarkWritePrevious is the command line's --previous for one moved endpoint: the
 // previous script parsed, the new table built and compared, the partial sync written
 // (its size reported as "bytes").
 func BenchmarkWritePrevious(b *testing.B) {
 	for _, n := range benchdata.Sizes {
 		var text bytes.Buffer
-		if err := Write(&text, generated(b, n, false), Options{}); err != nil {
+		if err := rules.Write(&text, generated(b, n, false), rules.Options{}); err != nil {
 			b.Fatal(err)
 		}
 		next := generated(b, n, true)
@@ -62,7 +39,7 @@ func BenchmarkWritePrevious(b *testing.B) {
 			b.ReportAllocs()
 			defer benchdata.CPU(b)()
 			for b.Loop() {
-				prev, err := ParseBytes("previous", text.Bytes())
+				prev, err := syntax.ParseBytes("previous", text.Bytes())
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -72,25 +49,6 @@ func BenchmarkWritePrevious(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(out.Len()), "bytes")
-		})
-	}
-}
-
-func BenchmarkParse(b *testing.B) {
-	for _, n := range benchdata.Sizes {
-		var script bytes.Buffer
-		if err := Write(&script, generated(b, n, false), Options{}); err != nil {
-			b.Fatal(err)
-		}
-		b.Run(benchdata.Name(n), func(b *testing.B) {
-			b.SetBytes(int64(script.Len()))
-			b.ReportAllocs()
-			defer benchdata.CPU(b)()
-			for b.Loop() {
-				if _, err := ParseBytes("script", script.Bytes()); err != nil {
-					b.Fatal(err)
-				}
-			}
 		})
 	}
 }

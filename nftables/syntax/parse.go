@@ -1,4 +1,4 @@
-package nft
+package syntax
 
 import (
 	"context"
@@ -10,11 +10,6 @@ import (
 
 	"sigs.k8s.io/knftables"
 )
-
-// Ruleset is every kube-proxy table of a file, by family.
-type Ruleset struct {
-	Tables map[knftables.Family]*State
-}
 
 // Parse reads the kube-proxy tables of a file in either form nft speaks:
 //
@@ -61,7 +56,7 @@ func parseText(name, text string) (*Ruleset, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(rs.Tables) == 0 {
-		return nil, fmt.Errorf("%s: no %s table (want an nft script or \"nft list ruleset\" output)", name, tableName)
+		return nil, fmt.Errorf("%s: no %s table (want an nft script or \"nft list ruleset\" output)", name, TableName)
 	}
 	return rs, nil
 }
@@ -190,10 +185,10 @@ type pendingAdd struct {
 // objects read here: the Fake copies its whole table on each run. Other kinds are
 // left to the line's own run (nil).
 func parseDefinition(family knftables.Family, kind, l string) (knftables.Object, error) {
-	scratch := knftables.NewFake(family, tableName)
+	scratch := knftables.NewFake(family, TableName)
 	text := l
 	if kind != "table" {
-		text = "add table " + string(family) + " " + tableName + "\n" + l
+		text = "add table " + string(family) + " " + TableName + "\n" + l
 	}
 	switch kind {
 	case "table", "chain", "set", "map":
@@ -339,7 +334,7 @@ func parseScriptWith(text string, beside bool) (*Ruleset, error) {
 // and that every chain a verdict names does.
 func (p *scriptParser) attachElements(family knftables.Family, st *State) error {
 	for _, name := range sortedKeys(p.elems[family]) {
-		c := container(st, name)
+		c := st.Container(name)
 		if c == nil {
 			return fmt.Errorf("elements of %q, which does not exist", name)
 		}
@@ -358,11 +353,6 @@ func (p *scriptParser) attachElements(family knftables.Family, st *State) error 
 	return nil
 }
 
-// isShellLine reports the lines of svcgen's staged script around its nft input.
-func isShellLine(l string) bool {
-	return l == "set -e" || strings.HasPrefix(l, "nft -f - <<'SVCGEN_STAGE_") || strings.HasPrefix(l, "SVCGEN_STAGE_")
-}
-
 func (p *scriptParser) line(l string) error {
 	if l == "" || l[0] == '#' || isShellLine(l) {
 		return nil
@@ -375,11 +365,11 @@ func (p *scriptParser) line(l string) error {
 	if family != knftables.IPv4Family && family != knftables.IPv6Family {
 		return fmt.Errorf("%q: family %q (want ip or ip6)", l, family)
 	}
-	if table != tableName {
-		return fmt.Errorf("%q: table %q (svcgen reads only the %s table)", l, table, tableName)
+	if table != TableName {
+		return fmt.Errorf("%q: table %q (svcgen reads only the %s table)", l, table, TableName)
 	}
 	if p.fakes[family] == nil {
-		p.fakes[family] = knftables.NewFake(family, tableName)
+		p.fakes[family] = knftables.NewFake(family, TableName)
 	}
 	if verb == "add" && kind == "element" {
 		return p.addElement(family, f[4], l)
@@ -559,7 +549,7 @@ func (p *scriptParser) target(family knftables.Family, kind string, rest []strin
 // numbered its objects with (a State is text, as a script writes it). The State takes
 // the Fake's rules, which it changes: the Fake is not to be used after.
 func fromFake(family knftables.Family, t *knftables.FakeTable) *State {
-	st := newState(family)
+	st := NewState(family)
 	table := t.Table
 	table.Handle = nil
 	st.Table = &table

@@ -1,0 +1,7 @@
+package syntax
+
+// Exported for the external tests (svcgen_test.go).
+var (
+	ParseScript     = parseScript
+	ParseScriptWith = parseScriptWith
+)

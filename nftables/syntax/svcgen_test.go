@@ -1,0 +1,126 @@
+package syntax_test
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/nftables/plan"
+	"github.com/svcgen/svcgen/nftables/rules"
+	"github.com/svcgen/svcgen/nftables/syntax"
+	"sigs.k8s.io/knftables"
+)
+
+// The syntax read back from what svcgen writes: its scripts (whole, staged, partial)
+// and nft's listing of them.
+
+func compile(t *testing.T, files ...string) *ir.ServiceMap {
+	t.Helper()
+	return testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, files...).Map
+}
+
+func script(t *testing.T, sm *ir.ServiceMap, opts rules.Options) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := rules.Write(&b, sm, opts); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// examplesListing is testdata/examples.list, "nft list ruleset" of a namespace where
+// the script of ../../examples was loaded (nft 1.0.6), read back.
+func examplesListing(t *testing.T) *syntax.State {
+	t.Helper()
+	data, err := os.ReadFile("testdata/examples.list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := syntax.ParseBytes("examples.list", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs.Tables[knftables.IPv4Family]
+}
+
+// The listing reads back in knftables' spelling, except what Canonical undoes.
+func TestListingSpelledAsWritten(t *testing.T) {
+	got := examplesListing(t)
+	want := rules.Build(compile(t, "../../examples"))
+	for name, c := range want.Chains {
+		for i, r := range c.Rules {
+			g := got.Chains[name].Rules[i]
+			if g.Rule != r.Rule && syntax.Canonical(g.Rule) != syntax.Canonical(r.Rule) {
+				t.Errorf("chain %s rule %d: listed %q, written %q", name, i, g.Rule, r.Rule)
+			}
+		}
+	}
+	if got.Chains[syntax.MarkMasqChain].Rules[0].Rule != want.Chains[syntax.MarkMasqChain].Rules[0].Rule {
+		t.Errorf("mark rule read back as %q", got.Chains[syntax.MarkMasqChain].Rules[0].Rule)
+	}
+}
+
+// Rules kept beside the Fake give the table, and the errors, that the Fake gives.
+func TestRulesBesideTheFake(t *testing.T) {
+	sm := compile(t, "../../examples")
+	whole := script(t, sm, rules.Options{})
+	genMap := testkit.Compile(t, "gen.yaml", testkit.GenYAML(t, gen.Options{Services: 300, Endpoints: 3}), pipeline.Settings{Mode: compiler.NFTables}).Map
+	big := script(t, genMap, rules.Options{})
+	prev, err := syntax.ParseBytes("before", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next state deletes every 7th Service and moves an endpoint of every 3rd.
+	var partial bytes.Buffer
+	if err := plan.Write(&partial, testkit.Without(genMap, 7, 3), plan.Options{Previous: prev}); err != nil {
+		t.Fatal(err)
+	}
+	if partial.Len() == 0 || bytes.Contains(partial.Bytes(), []byte("delete table")) {
+		t.Fatalf("want a partial sync, got:\n%s", partial.Bytes())
+	}
+	const head = "add table ip kube-proxy\nadd chain ip kube-proxy a\nadd chain ip kube-proxy b\nadd set ip kube-proxy s { type ipv4_addr ; }\n"
+	for name, text := range map[string]string{
+		"whole":            string(whole),
+		"staged":           string(script(t, sm, rules.Options{Stages: true})),
+		"partial":          string(big) + partial.String(),
+		"generated":        string(big),
+		"flushed":          head + "add rule ip kube-proxy a jump b\nflush chain ip kube-proxy a\nadd rule ip kube-proxy a ip saddr @s drop\n",
+		"deleted":          head + "add rule ip kube-proxy b drop\ndelete chain ip kube-proxy b\nadd chain ip kube-proxy b\n",
+		"table flushed":    head + "add rule ip kube-proxy a drop\nflush table ip kube-proxy\nadd chain ip kube-proxy a\n",
+		"forward chain":    head + "add rule ip kube-proxy a goto c\nadd chain ip kube-proxy c\n",
+		"no such set":      head + "add rule ip kube-proxy a ip saddr @t drop\n",
+		"no such map":      head + "add rule ip kube-proxy a ip daddr vmap @s\n",
+		"no such chain":    head + "add rule ip kube-proxy c drop\n",
+		"deleted, then":    head + "delete chain ip kube-proxy b\nadd rule ip kube-proxy a jump b\n",
+		"index (fallback)": head + "add rule ip kube-proxy a drop\nadd rule ip kube-proxy a index 0 accept\n",
+	} {
+		beside, errBeside := syntax.ParseScript(text)
+		viaFake, errFake := syntax.ParseScriptWith(text, false)
+		wantErr := strings.HasPrefix(name, "no such") || name == "forward chain" || name == "deleted, then"
+		if (errBeside != nil) != wantErr || (errFake != nil) != wantErr {
+			t.Errorf("%s: error %v, through the Fake %v; want an error: %v", name, errBeside, errFake, wantErr)
+			continue
+		}
+		if errFake != nil {
+			continue
+		}
+		for family, st := range viaFake.Tables {
+			var got, want bytes.Buffer
+			if err := syntax.WriteState(&got, beside.Tables[family]); err != nil {
+				t.Fatal(err)
+			}
+			if err := syntax.WriteState(&want, st); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want.String() {
+				t.Errorf("%s: read as\n%s\nthrough the Fake\n%s", name, got.String(), want.String())
+			}
+		}
+	}
+}
