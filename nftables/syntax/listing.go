@@ -3,7 +3,6 @@ package syntax
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -166,7 +165,7 @@ func (ls *listing) chain(st *State, name string) error {
 			if err != nil {
 				return ls.errorf("chain %s: %v", name, err)
 			}
-			ch.Rules = append(ch.Rules, &knftables.Rule{Chain: name, Rule: unlist(text), Comment: comment})
+			ch.Rules = append(ch.Rules, &knftables.Rule{Chain: name, Rule: respell(text), Comment: comment})
 		}
 	}
 	return ls.errorf("chain %s: unterminated", name)
@@ -334,62 +333,6 @@ func splitComment(l string) (string, *string, error) {
 
 func unquote(s string) (string, error) {
 	return strconv.Unquote(strings.TrimSpace(s))
-}
-
-// listed respellings: what nft lists for what kube-proxy (knftables) writes.
-var listed = strings.NewReplacer(
-	"meta mark set meta mark | ", "mark set mark or ",
-	"meta mark set meta mark ^ ", "mark set mark xor ",
-	"meta mark set meta mark & ", "mark set mark and ",
-)
-
-var (
-	markTestRe = regexp.MustCompile(`^meta mark & (0x[0-9a-f]+) == 0x0+ `)
-	quotedRe   = regexp.MustCompile(`(iifname|oifname)( != | )"([^"]*)"`)
-)
-
-// unlist turns a rule as nft lists it back into the text knftables writes, where the
-// listing only respells it: mark expressions, quoted interface names, ", " between
-// the entries of an anonymous set or map (knftables writes " , ").
-func unlist(r string) string {
-	r = listed.Replace(r)
-	r = markTestRe.ReplaceAllString(r, "mark and $1 == 0 ")
-	r = quotedRe.ReplaceAllString(r, "$1$2$3")
-	return strings.ReplaceAll(r, ", ", " , ")
-}
-
-// Canonical is a rule's text with what nft's listing may change about it undone:
-// an anonymous set's entries sorted and joined by ",", and a one-entry anonymous set
-// written without braces ("ip daddr { 10.0.0.0/8 }" lists as "ip daddr 10.0.0.0/8").
-// Two rules with the same canonical text do the same.
-func Canonical(rule string) string {
-	var b strings.Builder
-	for {
-		open := strings.Index(rule, "{ ")
-		if open < 0 {
-			break
-		}
-		end := strings.Index(rule[open:], " }")
-		if end < 0 {
-			break
-		}
-		end += open
-		b.WriteString(rule[:open])
-		entries := strings.Split(rule[open+2:end], ",")
-		for i := range entries {
-			entries[i] = strings.TrimSpace(entries[i])
-		}
-		sort.Strings(entries)
-		body := strings.Join(entries, ",")
-		if len(entries) == 1 && !strings.Contains(body, " ") {
-			b.WriteString(body)
-		} else {
-			b.WriteString("{ " + body + " }")
-		}
-		rule = rule[end+2:]
-	}
-	b.WriteString(rule)
-	return b.String()
 }
 
 // parseNFTDuration reads nft's durations: "10800s", "3h", "2h59m59s", "1d".

@@ -2,18 +2,23 @@ package syntax_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/randcluster"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/nftables/plan"
 	"github.com/svcgen/svcgen/nftables/rules"
 	"github.com/svcgen/svcgen/nftables/syntax"
+	"github.com/svcgen/svcgen/trace"
 	"sigs.k8s.io/knftables"
 )
 
@@ -122,5 +127,128 @@ func TestRulesBesideTheFake(t *testing.T) {
 				t.Errorf("%s: read as\n%s\nthrough the Fake\n%s", name, got.String(), want.String())
 			}
 		}
+	}
+}
+
+// tables are svcgen's tables of the examples, of random clusters of both families,
+// and of every golden case's whole script.
+func tables(t *testing.T) map[string]*syntax.State {
+	t.Helper()
+	out := map[string]*syntax.State{"examples": rules.Build(compile(t, "../../examples"))}
+	for seed := uint64(1); seed <= 30; seed++ {
+		for _, v6 := range []bool{false, true} {
+			yaml := string(randcluster.Generate(seed, randcluster.Options{IPv6: v6}))
+			sm := testkit.Compile(t, "random.yaml", yaml, pipeline.Settings{Mode: compiler.NFTables}).Map
+			out[fmt.Sprintf("seed %d (IPv6 %v)", seed, v6)] = rules.Build(sm)
+		}
+	}
+	paths, _ := filepath.Glob("../../golden/*/nftables.nft")
+	if len(paths) < 40 {
+		t.Fatalf("found only %d golden nftables.nft files", len(paths))
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(data, []byte("add table ")) {
+			continue // a partial sync: it needs the table before it
+		}
+		rs, err := syntax.ParseBytes(p, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for family, st := range rs.Tables {
+			out[p+" "+string(family)] = st
+		}
+	}
+	return out
+}
+
+// Round trip: every rule svcgen writes parses into a meaning (syntax.ParseRule) that
+// names only objects of its table, as the lexer finds them too, and that the tracer
+// takes: a table of them is one it can trace.
+func TestWrittenRulesParse(t *testing.T) {
+	for name, st := range tables(t) {
+		for chain, c := range st.Chains {
+			for _, r := range c.Rules {
+				meaning, err := syntax.ParseRule(r.Rule, st.Family)
+				if err != nil {
+					t.Errorf("%s: chain %s: %v", name, chain, err)
+					continue
+				}
+				for _, ref := range meaning.Refs() {
+					if !exists(st, ref) {
+						t.Errorf("%s: chain %s: %q names %s %s, which the table lacks", name, chain, r.Rule, ref.Kind, ref.Name)
+					}
+				}
+			}
+		}
+		if _, err := trace.NewNFT(st, trace.Host{}); err != nil {
+			t.Errorf("%s: the tracer refuses the table: %v", name, err)
+		}
+	}
+}
+
+func exists(st *syntax.State, ref syntax.Ref) bool {
+	switch ref.Kind {
+	case syntax.RefChain:
+		return st.Chains[ref.Name] != nil
+	case syntax.RefMap:
+		return st.Maps[ref.Name] != nil
+	}
+	return st.Container(ref.Name) != nil
+}
+
+// listedRules are the rules of testdata/examples.list as nft printed them, by chain,
+// comments off: what the listing parser reads before it respells them.
+func listedRules(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/examples.list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	chain := ""
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "chain "):
+			chain = strings.TrimSuffix(strings.TrimPrefix(l, "chain "), " {")
+		case l == "}" || l == "" || strings.HasPrefix(l, "type ") || strings.HasPrefix(l, "comment "):
+			if l == "}" {
+				chain = ""
+			}
+		case chain != "":
+			rule, _, _ := strings.Cut(l, ` comment "`)
+			out[chain] = append(out[chain], rule)
+		}
+	}
+	return out
+}
+
+// nft's listing of each rule svcgen wrote means what the written rule means, as the
+// listing spells it and as the listing parser respells it.
+func TestListedRulesMeanTheSame(t *testing.T) {
+	written := rules.Build(compile(t, "../../examples"))
+	read := examplesListing(t)
+	n := 0
+	for chain, listed := range listedRules(t) {
+		for i, l := range listed {
+			w := written.Chains[chain].Rules[i].Rule
+			want, err1 := syntax.ParseRule(w, written.Family)
+			got, err2 := syntax.ParseRule(l, written.Family)
+			again, err3 := syntax.ParseRule(read.Chains[chain].Rules[i].Rule, written.Family)
+			if err1 != nil || err2 != nil || err3 != nil {
+				t.Fatalf("chain %s rule %d: %v %v %v", chain, i, err1, err2, err3)
+			}
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(again, want) {
+				t.Errorf("chain %s rule %d: listed %q means %+v, written %q %+v", chain, i, l, got, w, want)
+			}
+			n++
+		}
+	}
+	if n < 40 {
+		t.Errorf("compared %d rules; the listing has more", n)
 	}
 }
