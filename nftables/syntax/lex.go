@@ -19,6 +19,9 @@ type lexer struct {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' }
 
+// ends marks the bytes that end a word: spaces, delimiters, a quote.
+var ends = [256]bool{' ': true, '\t': true, '{': true, '}': true, ',': true, '"': true}
+
 // next returns the next token, "" at the end.
 func (l *lexer) next() string {
 	for l.i < len(l.s) && isSpace(l.s[l.i]) {
@@ -39,7 +42,7 @@ func (l *lexer) next() string {
 		}
 		l.i = min(l.i+1, len(l.s))
 	default:
-		for l.i < len(l.s) && !isSpace(l.s[l.i]) && !strings.ContainsRune("{},\"", rune(l.s[l.i])) {
+		for l.i < len(l.s) && !ends[l.s[l.i]] {
 			l.i++
 		}
 	}
@@ -86,6 +89,9 @@ const (
 // checks any rule's references. ("@name" after "map" or "vmap" is a map; any other
 // "@name" a set or a map; the word after "jump" or "goto" a chain.)
 func ruleRefs(rule string, f func(kind RefKind, name string)) {
+	if strings.IndexByte(rule, '@') < 0 && !strings.Contains(rule, "jump ") && !strings.Contains(rule, "goto ") {
+		return // most rules name nothing: no need to lex them
+	}
 	prev := ""
 	for l := (lexer{s: rule}); ; {
 		t := l.next()
