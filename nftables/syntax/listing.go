@@ -2,6 +2,7 @@ package syntax
 
 import (
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -357,4 +358,90 @@ func parseNFTDuration(s string) (time.Duration, error) {
 		rest = rest[j:]
 	}
 	return total, nil
+}
+
+// WriteListing writes a table as "nft list table" prints it (in knftables' spelling of
+// rules, which nft respells: Parse reads both): what apply's fake kernel lists.
+func WriteListing(out io.Writer, st *State) error {
+	var b []byte
+	b = fmt.Appendf(b, "table %s %s {\n", st.Family, TableName)
+	if st.Table.Comment != nil {
+		b = fmt.Appendf(b, "\tcomment %q\n", *st.Table.Comment)
+	}
+	for _, name := range sortedKeys(st.Sets) {
+		s := st.Sets[name]
+		b = appendListedContainer(b, "set", name, s.Set.Type, s.Set.TypeOf, s.Set.Flags, s.Set.Timeout, s.Set.Comment, s.Elements)
+	}
+	for _, name := range sortedKeys(st.Maps) {
+		m := st.Maps[name]
+		b = appendListedContainer(b, "map", name, m.Map.Type, m.Map.TypeOf, m.Map.Flags, m.Map.Timeout, m.Map.Comment, m.Elements)
+	}
+	for _, name := range sortedKeys(st.Chains) {
+		b = appendListedChain(b, st.Family, st.Chains[name])
+	}
+	b = append(b, "}\n"...)
+	_, err := out.Write(b)
+	return err
+}
+
+func appendListedContainer(b []byte, kind, name, typ, typeOf string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, elems []*knftables.Element) []byte {
+	b = fmt.Appendf(b, "\t%s %s {\n", kind, name)
+	if typeOf != "" {
+		b = fmt.Appendf(b, "\t\ttypeof %s\n", typeOf)
+	} else {
+		b = fmt.Appendf(b, "\t\ttype %s\n", typ)
+	}
+	if len(flags) > 0 {
+		parts := make([]string, len(flags))
+		for i, f := range flags {
+			parts[i] = string(f)
+		}
+		b = fmt.Appendf(b, "\t\tflags %s\n", strings.Join(parts, ","))
+	}
+	if timeout != nil {
+		b = fmt.Appendf(b, "\t\ttimeout %ds\n", int64(timeout.Seconds()))
+	}
+	if comment != nil {
+		b = fmt.Appendf(b, "\t\tcomment %q\n", *comment)
+	}
+	for i, e := range elems {
+		if i == 0 {
+			b = append(b, "\t\telements = { "...)
+		} else {
+			b = append(b, ",\n\t\t\t     "...)
+		}
+		b = appendJoined(b, e.Key)
+		if e.Comment != nil {
+			b = fmt.Appendf(b, " comment %q", *e.Comment)
+		}
+		if len(e.Value) > 0 {
+			b = appendJoined(append(b, " : "...), e.Value)
+		}
+	}
+	if len(elems) > 0 {
+		b = append(b, " }\n"...)
+	}
+	return append(b, "\t}\n"...)
+}
+
+func appendListedChain(b []byte, family knftables.Family, c *Chain) []byte {
+	b = fmt.Appendf(b, "\tchain %s {\n", c.Obj.Name)
+	if o := c.Obj; o.Hook != nil {
+		prio, err := knftables.ParsePriority(family, string(*o.Priority))
+		if err != nil {
+			prio = 0
+		}
+		policy := knftables.AcceptPolicy
+		if o.Policy != nil {
+			policy = *o.Policy
+		}
+		b = fmt.Appendf(b, "\t\ttype %s hook %s priority %d; policy %s;\n", *o.Type, *o.Hook, prio, policy)
+	}
+	if c.Obj.Comment != nil {
+		b = fmt.Appendf(b, "\t\tcomment %q\n", *c.Obj.Comment)
+	}
+	for _, r := range c.Rules {
+		b = append(appendRuleBody(append(b, "\t\t"...), []byte(r.Rule), ptrString(r.Comment)), '\n')
+	}
+	return append(b, "\t}\n"...)
 }

@@ -235,3 +235,21 @@ func TestListedRulesMeanTheSame(t *testing.T) {
 		t.Errorf("compared %d rules; the listing has more", n)
 	}
 }
+
+// A table written as nft lists it reads back as the same table: what apply's fake
+// kernel lists is what Read reads from a real one.
+func TestListingRoundTrip(t *testing.T) {
+	for name, st := range tables(t) {
+		var b bytes.Buffer
+		if err := syntax.WriteListing(&b, st); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := syntax.ParseBytes(name, b.Bytes())
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, b.Bytes())
+		}
+		if got := rs.Tables[st.Family]; got == nil || !plan.Equivalent(got, st) {
+			t.Errorf("%s: the listing reads back as another table:\n%s", name, b.Bytes())
+		}
+	}
+}

@@ -47,29 +47,34 @@ func (e *LineError) Unwrap() error { return e.Err }
 
 // Run applies an nft script to the ruleset as nf_tables commits one transaction: its
 // operations in order, and all of them or, when one is refused (a *LineError), none:
-// the ruleset is then as it was.
-func (rs *Ruleset) Run(script string) error {
+// the ruleset is then as it was. commits reports whether nf_tables would commit the
+// transaction, moving its generation: whether any operation changed something (see
+// apply/generation.go).
+func (rs *Ruleset) Run(script string) (commits bool, err error) {
 	next := rs.clone()
 	t := newTxn(next)
 	if err := t.script(script); err != nil {
-		return err
+		return false, err
 	}
 	t.commit()
 	rs.Tables = next.Tables
-	return nil
+	return t.changes > 0, nil
 }
 
 // txn applies operations to a ruleset.
 type txn struct {
 	rs     *Ruleset
 	tables map[knftables.Family]*tableTxn
+	// changes counts the operations that changed something.
+	changes int
 }
 
 // tableTxn is one table under change, with what checking the operations needs: the
 // elements of the sets and maps changed, by key, and how often each object is named.
 type tableTxn struct {
-	st    *State
-	elems map[string]*elementList
+	st      *State
+	changes *int // the transaction's
+	elems   map[string]*elementList
 	// chainRefs counts the rules and verdict-map elements that name each chain;
 	// setRefs the rules that name each set or map.
 	chainRefs, setRefs map[string]int
@@ -114,15 +119,15 @@ func (t *txn) commit() {
 func (t *txn) table(f knftables.Family) *tableTxn {
 	tt := t.tables[f]
 	if tt == nil && t.rs.Tables[f] != nil {
-		tt = newTableTxn(t.rs.Tables[f])
+		tt = newTableTxn(t.rs.Tables[f], &t.changes)
 		t.tables[f] = tt
 	}
 	return tt
 }
 
 // newTableTxn counts what the table's rules and elements name.
-func newTableTxn(st *State) *tableTxn {
-	tt := &tableTxn{st: st, elems: map[string]*elementList{}, chainRefs: map[string]int{}, setRefs: map[string]int{}}
+func newTableTxn(st *State, changes *int) *tableTxn {
+	tt := &tableTxn{st: st, changes: changes, elems: map[string]*elementList{}, chainRefs: map[string]int{}, setRefs: map[string]int{}}
 	for _, c := range st.Chains {
 		for _, r := range c.Rules {
 			tt.countRefs(r, 1)
@@ -169,13 +174,15 @@ func (t *txn) tableOp(f knftables.Family, verb string, o *knftables.Table) error
 		st := NewState(f)
 		st.Table = o
 		t.rs.Tables[f] = st
-		t.tables[f] = newTableTxn(st)
+		t.tables[f] = newTableTxn(st, &t.changes)
+		t.changes++
 	case verb == Add:
 	case tt == nil:
 		return refused(syscall.ENOENT, "no such table %q", TableName)
 	case verb == Delete:
 		delete(t.rs.Tables, f)
 		delete(t.tables, f)
+		t.changes++
 	case verb == Flush:
 		for _, c := range tt.st.Chains {
 			tt.flushChain(c)
@@ -190,6 +197,7 @@ func (tt *tableTxn) chainOp(verb string, o *knftables.Chain) error {
 	case verb == Add:
 		if c == nil {
 			tt.st.Chains[o.Name] = &Chain{Obj: o}
+			*tt.changes++
 		}
 		return nil
 	case c == nil:
@@ -203,12 +211,14 @@ func (tt *tableTxn) chainOp(verb string, o *knftables.Chain) error {
 		return refused(syscall.EBUSY, "chain %q is in use", o.Name)
 	}
 	delete(tt.st.Chains, o.Name)
+	*tt.changes++
 	return nil
 }
 
 func (tt *tableTxn) flushChain(c *Chain) {
 	for _, r := range c.Rules {
 		tt.countRefs(r, -1)
+		*tt.changes++
 	}
 	c.Rules = nil
 }
@@ -234,6 +244,7 @@ func (tt *tableTxn) addRule(r *knftables.Rule) error {
 	} else {
 		c.Rules = append(c.Rules, r)
 	}
+	*tt.changes++
 	return nil
 }
 
@@ -280,6 +291,7 @@ func (tt *tableTxn) containerOp(verb, name string, add *Container, kind map[stri
 	case verb == Add:
 		if c == nil {
 			kind[name] = add
+			*tt.changes++
 		}
 		return nil
 	case c == nil:
@@ -294,6 +306,7 @@ func (tt *tableTxn) containerOp(verb, name string, add *Container, kind map[stri
 	if verb == Delete {
 		delete(kind, name)
 		delete(tt.elems, name)
+		*tt.changes++
 	}
 	return nil
 }
@@ -382,6 +395,7 @@ func (l *elementList) add(tt *tableTxn, e *knftables.Element) error {
 	}
 	l.index[k] = len(l.elems)
 	l.elems = append(l.elems, e)
+	*tt.changes++
 	return nil
 }
 
@@ -401,6 +415,7 @@ func (l *elementList) delete(tt *tableTxn, e *knftables.Element) {
 	}
 	l.elems[l.index[k]] = nil
 	delete(l.index, k)
+	*tt.changes++
 }
 
 // list is the elements, in order.

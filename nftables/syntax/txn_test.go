@@ -41,7 +41,7 @@ func dumpOf(t *testing.T, rs *Ruleset) string {
 func baseRuleset(t *testing.T) *Ruleset {
 	t.Helper()
 	rs := &Ruleset{}
-	if err := rs.Run(base); err != nil {
+	if _, err := rs.Run(base); err != nil {
 		t.Fatal(err)
 	}
 	return rs
@@ -77,7 +77,7 @@ func TestRunRefuses(t *testing.T) {
 		before := dumpOf(t, rs)
 		// Each refused line comes after a change that would otherwise stay.
 		script := "add chain ip kube-proxy new\nadd rule ip kube-proxy a drop\n" + tc.script
-		err := rs.Run(script)
+		_, err := rs.Run(script)
 		var refused *Refused
 		var line *LineError
 		if !errors.As(err, &refused) || refused.Errno != tc.errno || !errors.As(err, &line) || line.Line != strings.Count(script, "\n") {
@@ -113,7 +113,7 @@ func TestRunAccepts(t *testing.T) {
 			has: []string{"add rule ip kube-proxy a ip saddr @s jump b\nadd rule ip kube-proxy a accept\nadd rule ip kube-proxy a drop\n"}},
 	} {
 		rs := baseRuleset(t)
-		if err := rs.Run(tc.script); err != nil {
+		if _, err := rs.Run(tc.script); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
@@ -152,5 +152,24 @@ func TestParseRefusesWhatRunRefuses(t *testing.T) {
 	}
 	if _, err := ParseBytes("script", []byte(base)); err != nil {
 		t.Error(err)
+	}
+}
+
+// A transaction commits (moves nf_tables' generation) only when it changes something:
+// adding what is there, or flushing what is empty, changes nothing; the commit mark
+// always does.
+func TestRunCommits(t *testing.T) {
+	for script, want := range map[string]bool{
+		noRules(base):                                false,
+		"flush chain ip kube-proxy c\n":              false,
+		"flush set ip kube-proxy s\n":                true,
+		"add rule ip kube-proxy c accept\n":          true,
+		"add element ip kube-proxy s { 10.0.0.1 }\n": false,
+		"add element ip kube-proxy s { 10.0.0.1 }\n" + "add chain ip kube-proxy svcgen-commit\ndelete chain ip kube-proxy svcgen-commit\n": true,
+	} {
+		rs := baseRuleset(t)
+		if got, err := rs.Run(script); err != nil || got != want {
+			t.Errorf("%q: commits %v, %v; want %v", script, got, err, want)
+		}
 	}
 }
