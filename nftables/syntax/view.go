@@ -47,11 +47,8 @@ func (st *State) View() *ruleview.View {
 	return v
 }
 
-// ruleKey is a rule with its comment in canonical form, the words of its line single
-// spaced.
-func ruleKey(r *knftables.Rule) string {
-	return Canonical(strings.Join(strings.Fields(RuleLine(r)), " "))
-}
+// ruleKey is a rule with its comment in canonical form.
+func ruleKey(r *knftables.Rule) string { return Canonical(RuleLine(r)) }
 
 // line is one operation's line without its newline; an object that does not write
 // (knftables refuses it) shows as its error.
