@@ -66,6 +66,19 @@ func fakeApplier(stageAbove int) (*Applier, *counting, *FakeNFT) {
 	return &Applier{Backend: c, Generation: fake.Generation}, c, fake
 }
 
+// loadedFake is a fake kernel an applier has loaded sm1's table into, and the map
+// with one endpoint moved, sm2.
+func loadedFake(t *testing.T) (a *Applier, c *counting, fake *FakeNFT, sm1, sm2 *ir.ServiceMap) {
+	t.Helper()
+	a, c, fake = fakeApplier(DefaultStageAbove)
+	sm1 = genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.2")
+	sm2 = genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.3")
+	if _, err := a.Sync(context.Background(), sm1, SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return a, c, fake, sm1, sm2
+}
+
 // holds checks that the fake kernel holds exactly sm's table.
 func holds(t *testing.T, fake *FakeNFT, sm *ir.ServiceMap, what string) {
 	t.Helper()
@@ -93,12 +106,7 @@ func demoChain(t *testing.T, sm *ir.ServiceMap, kind, part string) string {
 // nothing and shows the diff.
 func TestNFTablesLoadAndRead(t *testing.T) {
 	ctx := context.Background()
-	a, c, fake := fakeApplier(DefaultStageAbove)
-	sm1 := genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.2")
-	sm2 := genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.3")
-	if _, err := a.Sync(ctx, sm1, SyncOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	a, c, fake, sm1, sm2 := loadedFake(t)
 	holds(t, fake, sm1, "first sync")
 	if len(fake.Scripts) != 1 || !bytes.HasSuffix(fake.Scripts[0], []byte("add chain ip kube-proxy svcgen-commit\ndelete chain ip kube-proxy svcgen-commit\n")) {
 		t.Fatalf("first sync: %d scripts, want one ending with the commit mark", len(fake.Scripts))
@@ -134,12 +142,7 @@ func TestNFTablesLoadAndRead(t *testing.T) {
 // deletes a chain that is gone; the next sync reads the kernel and repairs the table.
 func TestNFTablesRefusedLoad(t *testing.T) {
 	ctx := context.Background()
-	a, _, fake := fakeApplier(DefaultStageAbove)
-	sm1 := genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.2")
-	sm2 := genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.3")
-	if _, err := a.Sync(ctx, sm1, SyncOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	a, _, fake, sm1, sm2 := loadedFake(t)
 	gone := demoChain(t, sm1, "endpoint-", "10.1.0.2")
 	svc := demoChain(t, sm1, "service-", "")
 	if err := fake.Run(ctx, []byte("flush chain ip kube-proxy "+svc+"\ndelete chain ip kube-proxy "+gone+"\n")); err != nil {

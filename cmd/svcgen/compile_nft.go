@@ -21,17 +21,20 @@ func runCompileNFT(f *compileFlags, res *pipeline.Result, stdin io.Reader, stdou
 	case f.stages && f.previous != "":
 		return usagef("--stages writes the whole table; it cannot be combined with --previous")
 	}
-	write := func(w io.Writer) error { return nftrules.Write(w, res.Map, nftrules.Options{Stages: f.stages}) }
+	var prev *nftsyntax.Ruleset
 	if f.previous != "" {
-		prev, err := parseInput(f.previous, stdin, nftsyntax.Parse)
-		if err != nil {
+		var err error
+		if prev, err = parseInput(f.previous, stdin, nftsyntax.Parse); err != nil {
 			return &pipeline.InputError{Err: err}
 		}
-		write = func(w io.Writer) error {
+	}
+	err := writeOutput(f.output, stdout, func(w io.Writer) error {
+		if prev != nil {
 			return nftplan.Write(w, res.Map, nftplan.Options{Previous: prev, Minimal: f.minimal})
 		}
-	}
-	if err := writeOutput(f.output, stdout, write); err != nil {
+		return nftrules.Write(w, res.Map, nftrules.Options{Stages: f.stages})
+	})
+	if err != nil {
 		return err
 	}
 	if f.lock != "" {

@@ -180,25 +180,22 @@ func partial(c *Change, have *syntax.State, want *target, minimal bool) bool {
 // still refers to its stale endpoint chains (the kernel refuses to delete a chain
 // something refers to).
 func stale(have *syntax.State, want *target) (chains, sets []string) {
-	wantChains := make(map[string]bool, len(want.chains))
+	wanted := make(map[string]bool, len(want.chains)+len(want.sets))
 	for _, c := range want.chains {
-		wantChains[c.name] = true
+		wanted[c.name] = true
 	}
-	for _, name := range slices.Sorted(maps.Keys(have.Chains)) {
-		if syntax.IsServiceChain(name) && !wantChains[name] {
-			chains = append(chains, name)
-		}
-	}
-	wantSets := make(map[string]bool, len(want.sets))
 	for _, s := range want.sets {
-		wantSets[s.Name] = true
+		wanted[s.Name] = true
 	}
-	for _, name := range slices.Sorted(maps.Keys(have.Sets)) {
-		if syntax.IsAffinitySet(name) && !wantSets[name] {
-			sets = append(sets, name)
+	unwanted := func(names []string, ours func(string) bool) (out []string) {
+		for _, name := range names {
+			if ours(name) && !wanted[name] {
+				out = append(out, name)
+			}
 		}
+		return out
 	}
-	return chains, sets
+	return unwanted(slices.Sorted(maps.Keys(have.Chains)), syntax.IsServiceChain), unwanted(slices.Sorted(maps.Keys(have.Sets)), syntax.IsAffinitySet)
 }
 
 // Equivalent reports whether two tables hold the same ruleset as nft runs it: a

@@ -3,49 +3,32 @@ package plan
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
-	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/nftables/internal/nfttest"
 	"github.com/svcgen/svcgen/nftables/rules"
 	"github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
-// compileFiles compiles manifest files and folders for nftables mode, as the
-// command does.
-func compileFiles(t *testing.T, files ...string) *ir.ServiceMap {
-	t.Helper()
-	return testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, files...).Map
-}
-
 // whole is the whole script of a service map.
 func whole(t *testing.T, sm *ir.ServiceMap) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if err := rules.Write(&b, sm, rules.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return nfttest.Text(t, func(w io.Writer) error { return rules.Write(w, sm, rules.Options{}) })
 }
 
-// write is the partial sync of a service map against opts.Previous.
+// write is the sync of a service map against opts.Previous.
 func write(t *testing.T, sm *ir.ServiceMap, opts Options) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if err := Write(&b, sm, opts); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return nfttest.Text(t, func(w io.Writer) error { return Write(w, sm, opts) })
 }
 
 // parse reads script text.
@@ -62,11 +45,7 @@ func parse(t *testing.T, text []byte) *syntax.Ruleset {
 // (set and map elements have no order).
 func dump(t *testing.T, st *syntax.State) string {
 	t.Helper()
-	var b bytes.Buffer
-	if err := syntax.WriteState(&b, st); err != nil {
-		t.Fatal(err)
-	}
-	return upstreamtest.SortNFTablesTransaction(b.String())
+	return upstreamtest.SortNFTablesTransaction(string(nfttest.Text(t, func(w io.Writer) error { return syntax.WriteState(w, st) })))
 }
 
 // applyScript runs script text on top of an earlier state (see syntax.Parse, which
@@ -89,43 +68,17 @@ func checkLeaves(t *testing.T, what string, before, script []byte, sm *ir.Servic
 	}
 }
 
-// editExamples returns a copy of the examples with edits applied to cluster.yaml.
-// editExamples returns a copy of the examples with edits applied to cluster.yaml.
-func editExamples(t *testing.T, edits ...[2]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, name := range []string{"cluster.yaml", "list.yaml"} {
-		data, err := os.ReadFile(filepath.Join("../../examples", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := string(data)
-		if name == "cluster.yaml" {
-			for _, e := range edits {
-				if !strings.Contains(s, e[0]) {
-					t.Fatalf("examples changed: %q not found", e[0])
-				}
-				s = strings.Replace(s, e[0], e[1], 1)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func TestPartialSync(t *testing.T) {
-	before := whole(t, compileFiles(t, "../../examples"))
+	before := whole(t, nfttest.Examples(t))
 	prev := parse(t, before)
 	t.Run("nothing changed writes nothing", func(t *testing.T) {
-		if out := write(t, compileFiles(t, "../../examples"), Options{Previous: prev}); len(out) != 0 {
+		if out := write(t, nfttest.Examples(t), Options{Previous: prev}); len(out) != 0 {
 			t.Errorf("partial sync without changes wrote:\n%s", out)
 		}
 	})
 	t.Run("an endpoint leaves", func(t *testing.T) {
 		// hello-2 no longer matches the selector of both hello Services.
-		sm := compileFiles(t, editExamples(t, [2]string{"name: hello-2\n  namespace: default\n  labels:\n    app: hello", "name: hello-2\n  namespace: default\n  labels:\n    app: other"}))
+		sm := nfttest.Examples(t, [2]string{"name: hello-2\n  namespace: default\n  labels:\n    app: hello", "name: hello-2\n  namespace: default\n  labels:\n    app: other"})
 		out := write(t, sm, Options{Previous: prev})
 		text := string(out)
 		for _, want := range []string{
@@ -143,7 +96,7 @@ func TestPartialSync(t *testing.T) {
 		checkLeaves(t, "previous + partial sync", before, out, sm)
 	})
 	t.Run("a Service leaves and elements follow", func(t *testing.T) {
-		sm := compileFiles(t, editExamples(t, [2]string{"name: hello-service2\n", "name: hello-service3\n"}))
+		sm := nfttest.Examples(t, [2]string{"name: hello-service2\n", "name: hello-service3\n"})
 		out := write(t, sm, Options{Previous: prev})
 		text := string(out)
 		for _, want := range []string{"delete element ip kube-proxy service-ips {", "delete chain ip kube-proxy service-7TLBIAYF-default/hello-service2/tcp/http\n", "add element ip kube-proxy service-ips {"} {
@@ -154,7 +107,7 @@ func TestPartialSync(t *testing.T) {
 		checkLeaves(t, "previous + partial sync", before, out, sm)
 	})
 	t.Run("a fixed change rewrites the table", func(t *testing.T) {
-		sm := compileFiles(t, editExamples(t, [2]string{"198.19.0.0/16", "198.18.0.0/15"}))
+		sm := nfttest.Examples(t, [2]string{"198.19.0.0/16", "198.18.0.0/15"})
 		out := write(t, sm, Options{Previous: prev})
 		if !bytes.HasPrefix(out, []byte("add table ip kube-proxy")) || !bytes.Contains(out, []byte("\ndelete table ip kube-proxy\n")) {
 			t.Errorf("a changed ServiceCIDR should rewrite the whole table, got:\n%s", out)
@@ -166,7 +119,7 @@ func TestPartialSync(t *testing.T) {
 // partial sync leaves (and the whole script), writes no more than it, and leaves out
 // the chains of a changed Service whose rules are the same.
 func TestMinimalPartialSync(t *testing.T) {
-	before := whole(t, compileFiles(t, "../../examples"))
+	before := whole(t, nfttest.Examples(t))
 	prev := parse(t, before)
 	for _, tc := range []struct {
 		name  string
@@ -204,7 +157,7 @@ func TestMinimalPartialSync(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sm := compileFiles(t, editExamples(t, tc.edits...))
+			sm := nfttest.Examples(t, tc.edits...)
 			kp := write(t, sm, Options{Previous: prev})
 			minimal := write(t, sm, Options{Previous: prev, Minimal: true})
 			want := dump(t, rules.Build(sm))
@@ -254,7 +207,7 @@ func TestMinimalPartialRandom(t *testing.T) {
 	partial := 0
 	var before []byte
 	for seed := uint64(1); seed <= 40; seed++ {
-		sm := testkit.Compile(t, "random.yaml", string(randcluster.Generate(seed, randcluster.Options{IPv6: false})), pipeline.Settings{Mode: compiler.NFTables}).Map
+		sm := nfttest.Compile(t, string(randcluster.Generate(seed, randcluster.Options{IPv6: false})))
 		if before != nil {
 			prev := parse(t, before)
 			want := uniqueLines(dump(t, rules.Build(sm)))
@@ -283,7 +236,7 @@ func TestListingNeedsNoSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sm := compileFiles(t, "../../examples")
+	sm := nfttest.Examples(t)
 	for _, minimal := range []bool{false, true} {
 		if out := write(t, sm, Options{Previous: parse(t, data), Minimal: minimal}); len(out) != 0 {
 			t.Errorf("minimal %v: the listing differs from the table svcgen wants; partial sync:\n%s", minimal, out)
@@ -318,7 +271,7 @@ func TestTransactions(t *testing.T) {
 			}
 		}
 	}
-	sm := compileFiles(t, "../../examples")
+	sm := nfttest.Examples(t)
 	table := rules.NewTable(sm)
 	all := whole(t, sm)
 	txs, err := Partial(table, Options{}).Transactions(Load{MarkCommits: true})
@@ -338,7 +291,7 @@ func TestTransactions(t *testing.T) {
 	txs, err = Partial(table, Options{}).Transactions(Load{StageAbove: 10})
 	check("staged, unmarked", txs, err, false, stages...)
 	prev := parse(t, all)
-	moved := compileFiles(t, editExamples(t, [2]string{"198.18.2.12", "198.18.2.13"}))
+	moved := nfttest.Examples(t, [2]string{"198.18.2.12", "198.18.2.13"})
 	for _, minimal := range []bool{false, true} {
 		opts := Options{Previous: prev, Minimal: minimal}
 		txs, err = Partial(rules.NewTable(moved), opts).Transactions(Load{StageAbove: 10, MarkCommits: true})
@@ -348,7 +301,7 @@ func TestTransactions(t *testing.T) {
 		t.Errorf("nothing changed: %d transactions, %v; want none", len(txs), err)
 	}
 	// A fixed change replaces the table on the node in one transaction, staged or not.
-	cidr := compileFiles(t, editExamples(t, [2]string{"198.19.0.0/16", "198.18.0.0/15"}))
+	cidr := nfttest.Examples(t, [2]string{"198.19.0.0/16", "198.18.0.0/15"})
 	c := Partial(rules.NewTable(cidr), Options{Previous: prev})
 	if txs, err = c.Transactions(Load{StageAbove: 10, MarkCommits: true}); !c.Full || err != nil || len(txs) != 1 {
 		t.Errorf("a fixed change: full %v, %d transactions, %v; want one whole table", c.Full, len(txs), err)

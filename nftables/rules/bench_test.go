@@ -8,19 +8,13 @@ import (
 	"github.com/svcgen/svcgen/internal/benchdata"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
-	"github.com/svcgen/svcgen/ir"
 )
 
-// generated compiles the generated cluster of benchdata for nftables mode, as the
-// command does.
-func generated(b *testing.B, services int) *ir.ServiceMap {
-	b.Helper()
-	return testkit.CompileCluster(b, benchdata.Cluster(b, services), pipeline.Settings{Mode: compiler.NFTables}).Map
-}
-
+// benchWrite streams the table of the generated cluster of each size of benchdata,
+// compiled as the command compiles it.
 func benchWrite(b *testing.B, opts Options) {
 	for _, n := range benchdata.Sizes {
-		sm := generated(b, n)
+		sm := testkit.CompileCluster(b, benchdata.Cluster(b, n), pipeline.Settings{Mode: compiler.NFTables}).Map
 		b.Run(benchdata.Name(n), func(b *testing.B) {
 			var size benchdata.Counter
 			if err := Write(&size, sm, opts); err != nil {

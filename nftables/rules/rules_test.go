@@ -2,74 +2,41 @@ package rules
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/gen"
-	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
-	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/nftables/internal/nfttest"
 	"github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
-// compileFiles compiles manifest files and folders for nftables mode, as the
-// command does.
-func compileFiles(t *testing.T, files ...string) *ir.ServiceMap {
-	t.Helper()
-	return testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, files...).Map
-}
-
-// compileYAML compiles manifests given as text for nftables mode.
-func compileYAML(t *testing.T, manifests string) *ir.ServiceMap {
-	t.Helper()
-	return testkit.Compile(t, "test.yaml", manifests, pipeline.Settings{Mode: compiler.NFTables}).Map
-}
-
 func write(t *testing.T, sm *ir.ServiceMap, opts Options) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if err := Write(&b, sm, opts); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return nfttest.Text(t, func(w io.Writer) error { return Write(w, sm, opts) })
 }
 
-// dump is a state as knftables' Fake.Dump prints it, sorted as upstream's tests sort
-// (set and map elements have no order).
-func dump(t *testing.T, st *syntax.State) string {
-	t.Helper()
-	var b bytes.Buffer
-	if err := syntax.WriteState(&b, st); err != nil {
-		t.Fatal(err)
-	}
-	return upstreamtest.SortNFTablesTransaction(b.String())
-}
-
-// checkLeaves applies script on top of before (nil: nothing) and checks that it
-// leaves exactly sm's table; what names the script in the message.
+// checkLeaves applies script on top of before (nil: nothing), as nf_tables would
+// (syntax.Parse refuses what nft refuses), and checks that it leaves exactly the table
+// Build makes, in the same order; what names the script in the message.
 func checkLeaves(t *testing.T, what string, before, script []byte, sm *ir.ServiceMap) {
-	t.Helper()
-	if d, w := dump(t, applyScript(t, before, script)), dump(t, Build(sm)); d != w {
-		t.Errorf("%s leaves:\n%s\nwant the table it describes:\n%s", what, d, w)
-	}
-}
-
-// applyScript runs script text through knftables' Fake (which checks that every chain,
-// set and map a rule or element names exists, and that deletes find their object) on
-// top of an earlier state, and returns the table it leaves.
-func applyScript(t *testing.T, before []byte, script []byte) *syntax.State {
 	t.Helper()
 	rs, err := syntax.ParseBytes("script", append(append([]byte(nil), before...), script...))
 	if err != nil {
-		t.Fatalf("the script does not apply: %v", err)
+		t.Fatalf("%s does not apply: %v", what, err)
 	}
-	return rs.Tables[knftables.IPv4Family]
+	got := nfttest.Text(t, func(w io.Writer) error { return syntax.WriteState(w, rs.Tables[knftables.IPv4Family]) })
+	if want := nfttest.Text(t, func(w io.Writer) error { return syntax.WriteState(w, Build(sm)) }); !bytes.Equal(got, want) {
+		t.Errorf("%s leaves:\n%s\nwant the table it describes:\n%s", what, got, want)
+	}
 }
 
 func TestScriptBuildsItsTable(t *testing.T) {
-	sm := compileFiles(t, "../../examples")
+	sm := nfttest.Examples(t)
 	script := write(t, sm, Options{})
 	checkLeaves(t, "the script", nil, script, sm)
 	// Running it again on top of itself leaves the same table.
@@ -77,7 +44,7 @@ func TestScriptBuildsItsTable(t *testing.T) {
 }
 
 func TestStagesBuildTheSameTable(t *testing.T) {
-	sm := compileFiles(t, "../../examples")
+	sm := nfttest.Examples(t)
 	staged := write(t, sm, Options{Stages: true})
 	if !bytes.HasPrefix(staged, []byte("#!/bin/sh\n")) {
 		t.Fatalf("staged output is not a shell script:\n%s", staged)
@@ -139,7 +106,7 @@ spec: {cidrs: [172.50.0.0/16, "fd00:172:30::/112"]}
 		{"IPv4", "ip daddr { 172.30.0.0/16,172.50.0.0/16 } drop"},
 		{"IPv6", "ip6 daddr { fd00:10:96::/112,fd00:172:30::/112 } drop"},
 	} {
-		sm := compileYAML(t, cidrs+`apiVersion: v1
+		sm := nfttest.Compile(t, cidrs+`apiVersion: v1
 kind: Node
 metadata: {name: n}
 ---
@@ -155,38 +122,37 @@ ipFamily: `+tc.family+"\n")
 }
 
 // upstream: TestLoadBalancerIngressRouteTypeProxy (nftables): an ingress IP with ipMode
-// Proxy gets no service-ips element; VIP and unset do.
+// Proxy gets no service-ips element; VIP and unset do. The Services are one cluster:
+// each ingress IP is looked up in its table.
 func TestLoadBalancerIngressIPMode(t *testing.T) {
-	for _, tc := range []struct {
-		name, svcIP, lbIP, ipMode string
-		want                      bool
-	}{
-		{"ipMode Proxy", "10.20.30.41", "1.2.3.4", "ipMode: Proxy", false},
-		{"ipMode VIP", "10.20.30.42", "1.2.3.5", "ipMode: VIP", true},
-		{"ipMode nil", "10.20.30.43", "1.2.3.6", "", true},
-	} {
-		sm := compileYAML(t, `apiVersion: v1
+	elements := map[string]bool{}
+	want := map[string]bool{"1.2.3.4": false, "1.2.3.5": true, "1.2.3.6": true}
+	var manifests strings.Builder
+	for i, mode := range []string{"ipMode: Proxy", "ipMode: VIP", ""} {
+		fmt.Fprintf(&manifests, `apiVersion: v1
 kind: Service
-metadata: {name: svc1, namespace: ns1}
+metadata: {name: svc%[1]d, namespace: ns1}
 spec:
   type: LoadBalancer
-  clusterIP: `+tc.svcIP+`
-  ports: [{name: p80, port: 80, protocol: TCP, nodePort: 30001}]
-status: {loadBalancer: {ingress: [{ip: `+tc.lbIP+`, `+tc.ipMode+`}]}}
+  clusterIP: 10.20.30.4%[1]d
+  ports: [{name: p80, port: 80, protocol: TCP, nodePort: 3000%[1]d}]
+status: {loadBalancer: {ingress: [{ip: 1.2.3.%[2]d, %[3]s}]}}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
-metadata: {name: svc1-1, namespace: ns1, labels: {kubernetes.io/service-name: svc1}}
+metadata: {name: svc%[1]d-1, namespace: ns1, labels: {kubernetes.io/service-name: svc%[1]d}}
 addressType: IPv4
 endpoints: [{addresses: [10.180.0.1]}]
 ports: [{name: p80, port: 80, protocol: TCP}]
-`)
-		found := false
-		for _, e := range Build(sm).Maps[syntax.ServiceIPsMap].Elements {
-			found = found || e.Key[0] == tc.lbIP
-		}
-		if found != tc.want {
-			t.Errorf("%s: service-ips element for %s present = %v, want %v", tc.name, tc.lbIP, found, tc.want)
+---
+`, i+1, i+4, mode)
+	}
+	for _, e := range Build(nfttest.Compile(t, manifests.String())).Maps[syntax.ServiceIPsMap].Elements {
+		elements[e.Key[0]] = true
+	}
+	for ip, present := range want {
+		if elements[ip] != present {
+			t.Errorf("service-ips element for %s present = %v, want %v", ip, elements[ip], present)
 		}
 	}
 }
@@ -209,9 +175,9 @@ func knftablesText(family knftables.Family, ops []syntax.Op) string {
 // order in which the table writes them. The table counts the objects Build makes.
 func TestScriptAsKnftables(t *testing.T) {
 	for _, sm := range []*ir.ServiceMap{
-		compileFiles(t, "../../examples"),
-		testkit.Compile(t, "gen.yaml", testkit.GenYAML(t, gen.Options{Services: 300, Endpoints: 3}), pipeline.Settings{Mode: compiler.NFTables}).Map,
-		testkit.Compile(t, "gen.yaml", testkit.GenYAML(t, gen.Options{Services: 60, Endpoints: 12, Nodes: 5, Seed: 7}), pipeline.Settings{Mode: compiler.NFTables}).Map,
+		nfttest.Examples(t),
+		nfttest.Compile(t, testkit.GenYAML(t, gen.Options{Services: 300, Endpoints: 3})),
+		nfttest.Compile(t, testkit.GenYAML(t, gen.Options{Services: 60, Endpoints: 12, Nodes: 5, Seed: 7})),
 	} {
 		st := Build(sm)
 		want := knftablesText(st.Family, append(syntax.ReplaceTable(st.Table), syntax.Adds(st.Objects())...))
@@ -233,7 +199,7 @@ func TestScriptAsKnftables(t *testing.T) {
 
 // Every per-service chain Build makes names its service port, and no fixed chain does.
 func TestChainsNameTheirPort(t *testing.T) {
-	st := Build(compileFiles(t, "../../examples"))
+	st := Build(nfttest.Examples(t))
 	n := 0
 	for name := range st.Chains {
 		if syntax.IsServiceChain(name) {

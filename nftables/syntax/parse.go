@@ -228,13 +228,8 @@ func readElements(rest, l string) ([]*knftables.Element, error) {
 
 // parseDefinition reads the "add" line of a table, chain, set or map (and of counters
 // and flowtables, which a State does not keep) with knftables' parser, alone in a
-// scratch table.
+// scratch table. The object comes without the handle the scratch table gave it.
 func parseDefinition(family knftables.Family, kind, l string) (knftables.Object, error) {
-	switch kind {
-	case "table", "chain", "set", "map", "counter", "flowtable":
-	default:
-		return nil, fmt.Errorf("%q: unknown object %q", l, kind)
-	}
 	scratch := knftables.NewFake(family, TableName)
 	text := l
 	if kind != "table" {
@@ -244,33 +239,34 @@ func parseDefinition(family knftables.Family, kind, l string) (knftables.Object,
 		return nil, err
 	}
 	t := scratch.Table
+	var obj knftables.Object
 	switch kind {
 	case "table":
 		o := t.Table
-		o.Handle = nil
-		return &o, nil
+		o.Handle, obj = nil, &o
 	case "chain":
-		for _, c := range t.Chains {
-			o := c.Chain
-			o.Handle = nil
-			return &o, nil
-		}
+		obj = only(t.Chains, func(c *knftables.FakeChain) knftables.Object { o := c.Chain; o.Handle = nil; return &o })
 	case "set":
-		for _, c := range t.Sets {
-			o := c.Set
-			o.Handle = nil
-			return &o, nil
-		}
+		obj = only(t.Sets, func(s *knftables.FakeSet) knftables.Object { o := s.Set; o.Handle = nil; return &o })
 	case "map":
-		for _, c := range t.Maps {
-			o := c.Map
-			o.Handle = nil
-			return &o, nil
-		}
+		obj = only(t.Maps, func(m *knftables.FakeMap) knftables.Object { o := m.Map; o.Handle = nil; return &o })
+	case "counter", "flowtable":
+		return nil, nil // read and checked, not kept
 	default:
-		return nil, nil // a counter or flowtable: read and checked, not kept
+		return nil, fmt.Errorf("%q: unknown object %q", l, kind)
 	}
-	return nil, fmt.Errorf("%q: knftables read no %s from it", l, kind)
+	if obj == nil {
+		return nil, fmt.Errorf("%q: knftables read no %s from it", l, kind)
+	}
+	return obj, nil
+}
+
+// only is the object made of a map's one value, nil for an empty map.
+func only[V any](m map[string]V, object func(V) knftables.Object) knftables.Object {
+	for _, v := range m {
+		return object(v)
+	}
+	return nil
 }
 
 // readTarget is the object a flush or delete names: "table", "chain NAME", "set NAME",

@@ -241,39 +241,54 @@ func (p *ruleParser) term() error {
 	return p.statement(p.next())
 }
 
+// statements read what follows the word that starts a statement or a verdict.
+var statements = map[string]func(p *ruleParser, word string) error{
+	"counter":    (*ruleParser).counter,
+	"update":     (*ruleParser).update,
+	"dnat":       (*ruleParser).dnat,
+	"masquerade": (*ruleParser).masquerade,
+	"numgen":     (*ruleParser).numgenVmap,
+	"jump":       (*ruleParser).chainVerdict,
+	"goto":       (*ruleParser).chainVerdict,
+	"return":     (*ruleParser).verdict,
+	"accept":     (*ruleParser).verdict,
+	"drop":       (*ruleParser).verdict,
+	"reject":     (*ruleParser).verdict,
+}
+
 // statement reads a statement or a verdict.
 func (p *ruleParser) statement(t string) error {
-	switch t {
-	case "counter":
-		return p.counter()
-	case "update":
-		return p.update()
-	case "dnat":
-		return p.dnat()
-	case "masquerade":
-		for p.accept("fully-random") || p.accept("random") || p.accept("persistent") {
-		}
-		p.r.Verdict.Kind = Accept
-		return p.stmt(Stmt{Kind: StmtMasquerade})
-	case "numgen":
-		return p.numgenVmap()
-	case "jump", "goto":
-		p.r.Verdict = Verdict{Kind: VerdictKind(t), Chain: p.next()}
-		if p.r.Verdict.Chain == "" {
-			return fmt.Errorf("%s without a chain", t)
-		}
-		return nil
-	case "return", "accept", "drop":
-		p.r.Verdict.Kind = VerdictKind(t)
-		return nil
-	case "reject":
-		p.r.Verdict.Kind = Reject
-		if p.accept("with") { // "reject with icmp type ..."
-			p.i = len(p.toks)
-		}
-		return nil
+	if read := statements[t]; read != nil {
+		return read(p, t)
 	}
 	return fmt.Errorf("%q is not an expression svcgen knows", t)
+}
+
+// masquerade reads "masquerade [fully-random|random|persistent]...", which ends the
+// rule.
+func (p *ruleParser) masquerade(string) error {
+	for p.accept("fully-random") || p.accept("random") || p.accept("persistent") {
+	}
+	p.r.Verdict.Kind = Accept
+	return p.stmt(Stmt{Kind: StmtMasquerade})
+}
+
+// chainVerdict reads "jump CHAIN" or "goto CHAIN".
+func (p *ruleParser) chainVerdict(word string) error {
+	p.r.Verdict = Verdict{Kind: VerdictKind(word), Chain: p.next()}
+	if p.r.Verdict.Chain == "" {
+		return fmt.Errorf("%s without a chain", word)
+	}
+	return nil
+}
+
+// verdict reads "accept", "drop", "return", "reject" ("reject with ..." too).
+func (p *ruleParser) verdict(word string) error {
+	p.r.Verdict.Kind = VerdictKind(word)
+	if word == "reject" && p.accept("with") {
+		p.i = len(p.toks) // "reject with icmp type ..."
+	}
+	return nil
 }
 
 // ct reads "ct state new" and "ct status dnat".
@@ -294,7 +309,7 @@ func (p *ruleParser) ct() error {
 
 // counter reads "counter" and "counter name NAME"; a counter with values (nft's
 // listing of an anonymous one) is none kube-proxy writes.
-func (p *ruleParser) counter() error {
+func (p *ruleParser) counter(string) error {
 	s := Stmt{Kind: StmtCounter}
 	if p.accept("name") {
 		if s.Name = unquoteToken(p.next()); s.Name == "" {
@@ -448,7 +463,7 @@ func (p *ruleParser) values() ([]string, error) {
 }
 
 // update reads "update @set { KEY }".
-func (p *ruleParser) update() error {
+func (p *ruleParser) update(string) error {
 	set := p.next()
 	if !strings.HasPrefix(set, "@") || p.next() != "{" {
 		return fmt.Errorf("update: want \"update @set { KEY }\"")
@@ -465,7 +480,7 @@ func (p *ruleParser) update() error {
 
 // dnat reads "dnat [ip] [addr . port] to TARGET": an "IP:port" ("[IPv6]:port", or an
 // address alone), or "numgen random mod N map { 0 : IP . PORT , ... }".
-func (p *ruleParser) dnat() error {
+func (p *ruleParser) dnat(string) error {
 	p.accept(p.ipX)
 	if p.accept("addr") {
 		if err := p.expect(".", "port"); err != nil {
@@ -500,7 +515,7 @@ func (p *ruleParser) dnat() error {
 }
 
 // numgenVmap reads "numgen random mod N vmap { 0 : goto A , ... }".
-func (p *ruleParser) numgenVmap() error {
+func (p *ruleParser) numgenVmap(string) error {
 	entries, err := p.numgen("vmap")
 	if err != nil {
 		return err

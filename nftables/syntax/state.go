@@ -58,12 +58,17 @@ func NewState(family knftables.Family) *State {
 
 // AddChain adds a chain unless it is there, and returns the chain.
 func (s *State) AddChain(c *knftables.Chain) *Chain {
-	if ch := s.Chains[c.Name]; ch != nil {
-		return ch
+	return addOnce(s.Chains, c.Name, func() *Chain { return &Chain{Obj: c} })
+}
+
+// addOnce is m[name], made and kept first when there is none.
+func addOnce[V any](m map[string]*V, name string, newV func() *V) *V {
+	v := m[name]
+	if v == nil {
+		v = newV()
+		m[name] = v
 	}
-	ch := &Chain{Obj: c}
-	s.Chains[c.Name] = ch
-	return ch
+	return v
 }
 
 // AddRule appends a rule to a chain, adding the chain if need be; comment "" is none.
@@ -79,12 +84,7 @@ func (s *State) AddRule(chain string, text []byte, comment string) {
 
 // AddSet adds a set unless it is there, and returns it.
 func (s *State) AddSet(set *knftables.Set) *Container {
-	if c := s.Sets[set.Name]; c != nil {
-		return c
-	}
-	c := &Container{Set: set}
-	s.Sets[set.Name] = c
-	return c
+	return addOnce(s.Sets, set.Name, func() *Container { return &Container{Set: set} })
 }
 
 // AddMap adds a map (replacing one of that name) and returns it.
