@@ -64,9 +64,10 @@ type Counts struct {
 // flushes, may find the kernel already as it wants it and commit nothing.
 func (c Counts) Sure() bool { return c.Rules > 0 || c.Deleted > 0 || c.Marked }
 
-// Plus is the sum of two counts.
+// Plus is the sum of two counts (of several transactions: Marked, a transaction's
+// own, is left false).
 func (c Counts) Plus(o Counts) Counts {
-	return Counts{c.Chains + o.Chains, c.Rules + o.Rules, c.Elements + o.Elements, c.Flushed + o.Flushed, c.Deleted + o.Deleted, c.Marked && o.Marked}
+	return Counts{Chains: c.Chains + o.Chains, Rules: c.Rules + o.Rules, Elements: c.Elements + o.Elements, Flushed: c.Flushed + o.Flushed, Deleted: c.Deleted + o.Deleted}
 }
 
 // Writer is the one writer of nft script lines: every line svcgen writes for nft -f,
