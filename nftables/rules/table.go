@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"bytes"
 	"slices"
 	"strings"
 
@@ -267,18 +266,12 @@ func (t *Table) writeRegularRules(w *syntax.Writer, late bool) {
 		}
 		seen := false
 		t.rules(c, func(chain string, text []byte, comment string) {
-			seen = seen || hasAnonymousSet(text)
+			seen = seen || syntax.HasAnonymousSet(text)
 			if seen == late {
 				w.Rule(chain, text, comment)
 			}
 		})
 	}
-}
-
-// hasAnonymousSet reports a rule with an anonymous set or map ("vmap { 0 : goto ... }",
-// "ip saddr != { ... }"); "update @set { ip saddr }" names a set and makes none.
-func hasAnonymousSet(rule []byte) bool {
-	return bytes.Contains(rule, []byte("{ ")) && !bytes.HasPrefix(rule, []byte("update "))
 }
 
 func ptrString(p *string) string {
