@@ -95,7 +95,7 @@ func inNS(t *testing.T, ns string, fn func()) {
 // commits a transaction only when it holds a change: one that adds an element already
 // there, flushes an empty chain or declares an empty chain as it is moves nothing,
 // and the commit mark of svcgen's loads (adding and deleting one chain; see
-// nft.Transactions and iptables.Options.MarkCommits) makes any transaction move it by
+// nftplan.Load.MarkCommits and iptables.Options.MarkCommits) makes any transaction move it by
 // one, even when another program made a chain of the mark's name.
 func TestGenerationCountsCommits(t *testing.T) {
 	l := netlab.New(t)

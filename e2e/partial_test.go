@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
@@ -18,6 +17,9 @@ import (
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
+	nftplan "github.com/svcgen/svcgen/nftables/plan"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
@@ -215,7 +217,7 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 	for i, s := range partialSteps {
 		sm := mapStepMode(t, s, compiler.NFTables)
 		var whole bytes.Buffer
-		if err := nft.Write(&whole, sm, nft.Options{}); err != nil {
+		if err := nftrules.Write(&whole, sm, nftrules.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
@@ -230,7 +232,7 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := nftObjects(t, l.In(fresh, "nft", "list", "table", "ip", "kube-proxy"))
-		prev, err := nft.ParseBytes("nft list table", []byte(saved))
+		prev, err := nftsyntax.ParseBytes("nft list table", []byte(saved))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +243,7 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 				t.Fatal(err)
 			}
 			var partial bytes.Buffer
-			if err := nft.Write(&partial, sm, nft.Options{Previous: prev, Minimal: minimal}); err != nil {
+			if err := nftplan.Write(&partial, sm, nftplan.Options{Previous: prev, Minimal: minimal}); err != nil {
 				t.Fatal(err)
 			}
 			if bytes.Contains(partial.Bytes(), []byte("delete table")) {
@@ -253,11 +255,11 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 			if got := nftObjects(t, l.In(node, "nft", "list", "table", "ip", "kube-proxy")); got != want {
 				t.Errorf("step %q (minimal %v): previous table + partial sync leaves\n%s\nwant\n%s\npartial was:\n%s", s.name, minimal, lineDiff(want, got), want, partial.Bytes())
 			}
-			listed, err := nft.ParseBytes("nft list table", []byte(l.In(node, "nft", "list", "table", "ip", "kube-proxy")))
+			listed, err := nftsyntax.ParseBytes("nft list table", []byte(l.In(node, "nft", "list", "table", "ip", "kube-proxy")))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !nft.Equivalent(listed.Tables[knftables.IPv4Family], nft.Build(sm)) {
+			if !nftplan.Equivalent(listed.Tables[knftables.IPv4Family], nftrules.Build(sm)) {
 				t.Errorf("step %q (minimal %v): the table reads back unlike the step's", s.name, minimal)
 			}
 		}
@@ -271,13 +273,13 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 // nftObjects is an "nft list table" listing as the sorted "add" lines of its objects.
 func nftObjects(t *testing.T, listing string) string {
 	t.Helper()
-	rs, err := nft.ParseBytes("nft list table", []byte(listing))
+	rs, err := nftsyntax.ParseBytes("nft list table", []byte(listing))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, listing)
 	}
 	var b bytes.Buffer
 	for _, st := range rs.Tables {
-		if err := nft.WriteState(&b, st); err != nil {
+		if err := nftsyntax.WriteState(&b, st); err != nil {
 			t.Fatal(err)
 		}
 	}

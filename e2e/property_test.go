@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
@@ -20,6 +19,7 @@ import (
 	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
 	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/model"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 )
@@ -111,7 +111,7 @@ func kernelNFT(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipelin
 		t.Fatal(err)
 	}
 	var script bytes.Buffer
-	if err := nft.Write(&script, sm, nft.Options{}); err != nil {
+	if err := nftrules.Write(&script, sm, nftrules.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for run := 1; run <= 2; run++ {

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/nft"
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
 	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
@@ -124,7 +125,7 @@ func Open(files []File, host Host) (Tracer, error) {
 	switch {
 	case len(byFormat) == 1 && len(byFormat[NFTText]) == 1:
 		f := byFormat[NFTText][0]
-		rs, err := nft.ParseBytes(f.Name, f.Data)
+		rs, err := nftsyntax.ParseBytes(f.Name, f.Data)
 		if err != nil {
 			return nil, err
 		}
@@ -214,10 +215,10 @@ func ForMap(mode string, sm *ir.ServiceMap, host Host) (Tracer, error) {
 		return NewIPVS(n, nil, host)
 	case "nftables":
 		var b bytes.Buffer
-		if err := nft.Write(&b, sm, nft.Options{}); err != nil {
+		if err := nftrules.Write(&b, sm, nftrules.Options{}); err != nil {
 			return nil, fmt.Errorf("writing nftables rules: %w", err)
 		}
-		rs, err := nft.ParseBytes("nftables rules", b.Bytes())
+		rs, err := nftsyntax.ParseBytes("nftables rules", b.Bytes())
 		if err != nil {
 			return nil, fmt.Errorf("reading back nftables rules: %w", err)
 		}
@@ -231,7 +232,7 @@ var MapModes = []string{"iptables", "nftables", "ipvs"}
 
 // nftTracer traces every kube-proxy table of a ruleset, each packet through the table
 // of its family.
-func nftTracer(rs *nft.Ruleset, host Host) (Tracer, error) {
+func nftTracer(rs *nftsyntax.Ruleset, host Host) (Tracer, error) {
 	ft := familyTracer{}
 	for family, st := range rs.Tables {
 		t, err := NewNFT(st, host)

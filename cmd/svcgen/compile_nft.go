@@ -3,8 +3,10 @@ package main
 import (
 	"io"
 
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	nftplan "github.com/svcgen/svcgen/nftables/plan"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 )
 
 // runCompileNFT writes nftables mode's output: the whole kube-proxy table as one nft
@@ -19,15 +21,19 @@ func runCompileNFT(f *compileFlags, res *pipeline.Result, stdin io.Reader, stdou
 	case f.stages && f.previous != "":
 		return usagef("--stages writes the whole table; it cannot be combined with --previous")
 	}
-	opts := nft.Options{Stages: f.stages, Minimal: f.minimal}
+	var prev *nftsyntax.Ruleset
 	if f.previous != "" {
-		prev, err := parseInput(f.previous, stdin, nft.Parse)
-		if err != nil {
+		var err error
+		if prev, err = parseInput(f.previous, stdin, nftsyntax.Parse); err != nil {
 			return &pipeline.InputError{Err: err}
 		}
-		opts.Previous = prev
 	}
-	err := writeOutput(f.output, stdout, func(w io.Writer) error { return nft.Write(w, res.Map, opts) })
+	err := writeOutput(f.output, stdout, func(w io.Writer) error {
+		if prev != nil {
+			return nftplan.Write(w, res.Map, nftplan.Options{Previous: prev, Minimal: f.minimal})
+		}
+		return nftrules.Write(w, res.Map, nftrules.Options{Stages: f.stages})
+	})
 	if err != nil {
 		return err
 	}

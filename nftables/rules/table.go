@@ -1,21 +1,21 @@
-package nft
+package rules
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
-// table is the table svcgen wants, planned but not made: the fixed part as a small
+// Table is the table svcgen wants, planned but not made: the fixed part as a small
 // State, and each service port as its plan, from which the port's rules and elements
 // are made as they are needed. A 10,000-Service table holds 200,000 rules; Write makes
 // each when its line is due and keeps none, so only names and plans stay in memory.
-type table struct {
+type Table struct {
 	b      *builder
-	fixed  *State
+	fixed  *syntax.State
 	ports  []*portPlan
 	chains []chainRef       // every chain, by name
 	sets   []*knftables.Set // every set (fixed and affinity), by name
@@ -25,16 +25,16 @@ type table struct {
 // chainRef is one chain of the table: a fixed chain with its rules, or a port's chain.
 type chainRef struct {
 	name  string
-	fixed *Chain
+	fixed *syntax.Chain
 	pp    *portPlan
 	pc    portChain
 }
 
-// newTable plans the table of a service map: the fixed part, a plan per service
+// NewTable plans the table of a service map: the fixed part, a plan per service
 // port, and every chain and set by name, which is the order they are written in.
-func newTable(sm *ir.ServiceMap) *table {
+func NewTable(sm *ir.ServiceMap) *Table {
 	b := newBuilder(sm)
-	t := &table{b: b, fixed: b.fixed()}
+	t := &Table{b: b, fixed: b.fixed()}
 	n := len(t.fixed.Chains)
 	for _, s := range sm.Services {
 		for _, p := range s.Ports {
@@ -67,8 +67,37 @@ func newTable(sm *ir.ServiceMap) *table {
 	return t
 }
 
+// Family is the table's family.
+func (t *Table) Family() knftables.Family { return t.b.family }
+
+// Fixed is everything of the table that is no Service's: the table, base and fixed
+// chains with their rules, the fixed sets and maps (nodeport-ips with its elements).
+// It is the table's own: not to be changed.
+func (t *Table) Fixed() *syntax.State { return t.fixed }
+
+// ServiceChains calls f with each of the Services' chains by name, and a function
+// that makes its rules.
+func (t *Table) ServiceChains(f func(name string, rules func(syntax.RuleSink))) {
+	for _, c := range t.chains {
+		if c.fixed == nil {
+			f(c.name, func(out syntax.RuleSink) { t.rules(c, out) })
+		}
+	}
+}
+
+// AffinitySets are the Services' sets by name.
+func (t *Table) AffinitySets() []*knftables.Set {
+	var out []*knftables.Set
+	for _, s := range t.sets {
+		if t.fixed.Sets[s.Name] == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // rules makes a chain's rules.
-func (t *table) rules(c chainRef, out ruleSink) {
+func (t *Table) rules(c chainRef, out syntax.RuleSink) {
 	if c.fixed == nil {
 		t.b.chainRules(c.pp, c.pc, out)
 		return
@@ -78,11 +107,13 @@ func (t *table) rules(c chainRef, out ruleSink) {
 	}
 }
 
-// elements makes the elements of a fixed set or map: its own (nodeport-ips), then
+// Elements makes the elements of a fixed set or map: its own (nodeport-ips), then
 // every port's in service-map order.
-func (t *table) elements(name string, out func(*knftables.Element)) {
-	for _, e := range container(t.fixed, name).Elements {
-		out(e)
+func (t *Table) Elements(name string, out func(*knftables.Element)) {
+	if c := t.fixed.Container(name); c != nil {
+		for _, e := range c.Elements {
+			out(e)
+		}
 	}
 	if !slices.Contains(elementContainers, name) {
 		return
@@ -92,94 +123,87 @@ func (t *table) elements(name string, out func(*knftables.Element)) {
 	}
 }
 
-// wanted is the table as a partial sync reads it (see partialOps): its Services'
-// rules are made when they are asked for.
-func (t *table) wanted() *wanted {
-	w := &wanted{fixed: t.fixed, elements: t.elements}
-	for _, c := range t.chains {
-		if c.fixed == nil {
-			w.chains = append(w.chains, wantedChain{c.name, func(out ruleSink) { t.rules(c, out) }})
-		}
-	}
-	for _, s := range t.sets {
-		if t.fixed.Sets[s.Name] == nil {
-			w.sets = append(w.sets, s)
-		}
-	}
-	return w
-}
-
-// state makes every object: the table as a State (a new one: the table can still be
+// State makes every object: the table as a State (a new one: the table can still be
 // written after).
-func (t *table) state() *State {
+func (t *Table) State() *syntax.State {
 	st := t.b.fixed()
 	for _, c := range t.chains {
 		if c.fixed == nil {
-			st.chain(&knftables.Chain{Name: c.name})
-			t.rules(c, st.addRule)
+			st.AddChain(&knftables.Chain{Name: c.name})
+			t.rules(c, st.AddRule)
 		}
 	}
 	for _, s := range t.sets {
-		st.set(s)
+		st.AddSet(s)
 	}
 	for _, name := range elementContainers {
 		for _, pp := range t.ports {
-			t.b.elements(pp, name, st.element)
+			t.b.elements(pp, name, st.AddElement)
 		}
 	}
 	return st
 }
 
+// WriteScript writes the whole table as one transaction that replaces an older one.
+func (t *Table) WriteScript(w *syntax.Writer) {
+	w.Ops(syntax.ReplaceTable(t.fixed.Table))
+	t.write(w)
+}
+
 // write writes the table as "add" lines in the order of State.Objects (knftables'
 // Fake.Dump): table; chains, sets and maps by name; rules chain by chain; elements of
 // each set and map. Rules and elements are made as they are written.
-func (t *table) write(lw *lineWriter) {
-	lw.op("add", t.fixed.Table)
+func (t *Table) write(w *syntax.Writer) {
+	w.Op(syntax.Add, t.fixed.Table)
 	for _, c := range t.chains {
-		t.writeChain(lw, c)
+		t.writeChain(w, c)
 	}
-	t.writeContainers(lw)
+	t.writeContainers(w)
 	for _, c := range t.chains {
-		t.rules(c, lw.rule)
+		t.rules(c, w.Rule)
 	}
-	t.writeElements(lw)
+	t.writeElements(w)
 }
 
-func (t *table) writeChain(lw *lineWriter, c chainRef) {
+func (t *Table) writeChain(w *syntax.Writer, c chainRef) {
 	if c.fixed != nil {
-		lw.op("add", c.fixed.Obj)
+		w.Op(syntax.Add, c.fixed.Obj)
 	} else {
-		lw.chain(c.name)
+		w.Chain(c.name)
 	}
 }
 
-func (t *table) writeContainers(lw *lineWriter) {
+func (t *Table) writeContainers(w *syntax.Writer) {
 	for _, s := range t.sets {
-		lw.op("add", s)
+		w.Op(syntax.Add, s)
 	}
 	for _, m := range t.maps {
-		lw.op("add", m)
+		w.Op(syntax.Add, m)
 	}
 }
 
 // writeElements writes the elements of every set, then every map, by name. Only fixed
 // sets and maps have elements (affinity sets are filled by the kernel).
-func (t *table) writeElements(lw *lineWriter) {
+func (t *Table) writeElements(w *syntax.Writer) {
+	t.eachElement(w.Element)
+}
+
+func (t *Table) eachElement(out func(*knftables.Element)) {
 	for _, s := range t.sets {
 		if t.fixed.Sets[s.Name] != nil {
-			t.elements(s.Name, lw.element)
+			t.Elements(s.Name, out)
 		}
 	}
 	for _, m := range t.maps {
-		t.elements(m.Name, lw.element)
+		t.Elements(m.Name, out)
 	}
 }
 
 // isBase reports a base chain (one hooked into netfilter).
 func (c chainRef) isBase() bool { return c.fixed != nil && c.fixed.Obj.Hook != nil }
 
-// writeStages writes the table as the five transactions of Options.Stages, in load
-// order:
+// Stages are the table as five transactions, in load order, each a function that
+// writes its operations:
 //
 //  1. the table (replacing an older one) with its regular chains, sets and maps;
 //  2. the rules of the regular chains, up to the first one with an anonymous set or
@@ -192,80 +216,67 @@ func (c chainRef) isBase() bool { return c.fixed != nil && c.fixed.Obj.Hook != n
 // their chain, and no packet meets the table before the last stage. Rules with
 // anonymous sets are apart because nft 1.0.6 loads a transaction that mixes many of
 // them with many other rules several times slower than the two apart (see README).
-func (t *table) writeStages(lw *lineWriter) {
-	lw.raw(stageHeader)
-	for i, stage := range t.stages() {
-		tag := "SVCGEN_STAGE_" + strconv.Itoa(i+1)
-		lw.raw("nft -f - <<'" + tag + "'\n")
-		stage(lw)
-		lw.raw(tag + "\n")
-	}
-}
-
-// stages are the transactions of writeStages, each a function that writes its
-// operations.
-func (t *table) stages() []func(lw *lineWriter) {
-	return []func(lw *lineWriter){
-		func(lw *lineWriter) {
-			writeOps(lw, replaceTable(t.fixed.Table))
-			lw.op("add", t.fixed.Table)
+func (t *Table) Stages() []func(w *syntax.Writer) {
+	return []func(w *syntax.Writer){
+		func(w *syntax.Writer) {
+			w.Ops(syntax.ReplaceTable(t.fixed.Table))
+			w.Op(syntax.Add, t.fixed.Table)
 			for _, c := range t.chains {
 				if !c.isBase() {
-					t.writeChain(lw, c)
+					t.writeChain(w, c)
 				}
 			}
-			t.writeContainers(lw)
+			t.writeContainers(w)
 		},
-		func(lw *lineWriter) { t.writeRegularRules(lw, false) },
-		func(lw *lineWriter) { t.writeRegularRules(lw, true) },
+		func(w *syntax.Writer) { t.writeRegularRules(w, false) },
+		func(w *syntax.Writer) { t.writeRegularRules(w, true) },
 		t.writeElements,
-		func(lw *lineWriter) {
+		func(w *syntax.Writer) {
 			for _, c := range t.chains {
 				if c.isBase() {
-					t.writeChain(lw, c)
+					t.writeChain(w, c)
 				}
 			}
 			for _, c := range t.chains {
 				if c.isBase() {
-					t.rules(c, lw.rule)
+					t.rules(c, w.Rule)
 				}
 			}
 		},
 	}
 }
 
-// objects counts the table's objects (table, chains, sets, maps, rules, elements),
+// Objects counts the table's objects (table, chains, sets, maps, rules, elements),
 // making every rule and element but keeping none.
-func (t *table) objects() int {
+func (t *Table) Objects() int {
 	n := 1 + len(t.chains) + len(t.sets) + len(t.maps)
 	for _, c := range t.chains {
 		t.rules(c, func(string, []byte, string) { n++ })
 	}
-	count := func(*knftables.Element) { n++ }
-	for _, s := range t.sets {
-		if t.fixed.Sets[s.Name] != nil {
-			t.elements(s.Name, count)
-		}
-	}
-	for _, m := range t.maps {
-		t.elements(m.Name, count)
-	}
+	t.eachElement(func(*knftables.Element) { n++ })
 	return n
 }
 
 // writeRegularRules writes the rules of the regular chains before the first rule with
 // an anonymous set in each chain (late false), or that rule and the rest (late true).
-func (t *table) writeRegularRules(lw *lineWriter, late bool) {
+func (t *Table) writeRegularRules(w *syntax.Writer, late bool) {
 	for _, c := range t.chains {
 		if c.isBase() {
 			continue
 		}
 		seen := false
 		t.rules(c, func(chain string, text []byte, comment string) {
-			seen = seen || hasAnonymousSet(text)
+			seen = seen || syntax.HasAnonymousSet(text)
 			if seen == late {
-				lw.rule(chain, text, comment)
+				w.Rule(chain, text, comment)
 			}
 		})
 	}
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -1,9 +1,9 @@
-package nft
+package syntax
 
 import (
 	"fmt"
+	"io"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +31,7 @@ func parseListing(text string) (*Ruleset, error) {
 			return nil, ls.errorf("%q: want \"table FAMILY NAME {\"", l)
 		}
 		family := knftables.Family(f[1])
-		if f[2] != tableName || (family != knftables.IPv4Family && family != knftables.IPv6Family) {
+		if f[2] != TableName || (family != knftables.IPv4Family && family != knftables.IPv6Family) {
 			if err := ls.skipBlock(); err != nil {
 				return nil, err
 			}
@@ -91,7 +91,7 @@ func braceDepth(l string) int {
 }
 
 func (ls *listing) table(family knftables.Family) (*State, error) {
-	st := newState(family)
+	st := NewState(family)
 	st.Table = &knftables.Table{}
 	for ls.i < len(ls.lines) {
 		l := ls.next()
@@ -123,14 +123,14 @@ func (ls *listing) table(family knftables.Family) (*State, error) {
 			}
 		}
 	}
-	return nil, ls.errorf("table %s %s: unterminated", family, tableName)
+	return nil, ls.errorf("table %s %s: unterminated", family, TableName)
 }
 
 // baseChainRe matches a base chain's header line.
 var baseChainRe = regexp.MustCompile(`^type (\S+) hook (\S+)(?: device "?([^";]*)"?)? priority ([^;]+);(?: policy (\S+);)?$`)
 
 func (ls *listing) chain(st *State, name string) error {
-	ch := st.chain(&knftables.Chain{Name: name})
+	ch := st.AddChain(&knftables.Chain{Name: name})
 	for ls.i < len(ls.lines) {
 		l := ls.next()
 		switch {
@@ -166,7 +166,7 @@ func (ls *listing) chain(st *State, name string) error {
 			if err != nil {
 				return ls.errorf("chain %s: %v", name, err)
 			}
-			ch.Rules = append(ch.Rules, &knftables.Rule{Chain: name, Rule: unlist(text), Comment: comment})
+			ch.Rules = append(ch.Rules, &knftables.Rule{Chain: name, Rule: respell(text), Comment: comment})
 		}
 	}
 	return ls.errorf("chain %s: unterminated", name)
@@ -241,11 +241,11 @@ func (ls *listing) addContainer(st *State, kind, name, typ string, comment *stri
 	if kind == "set" {
 		s := &knftables.Set{Name: name, Comment: comment, Flags: flags, Timeout: timeout, Size: size}
 		s.Type, s.TypeOf = splitType(typ)
-		c = st.set(s)
+		c = st.AddSet(s)
 	} else {
 		m := &knftables.Map{Name: name, Comment: comment, Flags: flags, Timeout: timeout, Size: size}
 		m.Type, m.TypeOf = splitType(typ)
-		c = st.addMap(m)
+		c = st.AddMap(m)
 	}
 	if dynamic {
 		return nil // entries the kernel adds at run time (affinity): state, not ruleset
@@ -336,62 +336,6 @@ func unquote(s string) (string, error) {
 	return strconv.Unquote(strings.TrimSpace(s))
 }
 
-// listed respellings: what nft lists for what kube-proxy (knftables) writes.
-var listed = strings.NewReplacer(
-	"meta mark set meta mark | ", "mark set mark or ",
-	"meta mark set meta mark ^ ", "mark set mark xor ",
-	"meta mark set meta mark & ", "mark set mark and ",
-)
-
-var (
-	markTestRe = regexp.MustCompile(`^meta mark & (0x[0-9a-f]+) == 0x0+ `)
-	quotedRe   = regexp.MustCompile(`(iifname|oifname)( != | )"([^"]*)"`)
-)
-
-// unlist turns a rule as nft lists it back into the text knftables writes, where the
-// listing only respells it: mark expressions, quoted interface names, ", " between
-// the entries of an anonymous set or map (knftables writes " , ").
-func unlist(r string) string {
-	r = listed.Replace(r)
-	r = markTestRe.ReplaceAllString(r, "mark and $1 == 0 ")
-	r = quotedRe.ReplaceAllString(r, "$1$2$3")
-	return strings.ReplaceAll(r, ", ", " , ")
-}
-
-// Canonical is a rule's text with what nft's listing may change about it undone:
-// an anonymous set's entries sorted and joined by ",", and a one-entry anonymous set
-// written without braces ("ip daddr { 10.0.0.0/8 }" lists as "ip daddr 10.0.0.0/8").
-// Two rules with the same canonical text do the same.
-func Canonical(rule string) string {
-	var b strings.Builder
-	for {
-		open := strings.Index(rule, "{ ")
-		if open < 0 {
-			break
-		}
-		end := strings.Index(rule[open:], " }")
-		if end < 0 {
-			break
-		}
-		end += open
-		b.WriteString(rule[:open])
-		entries := strings.Split(rule[open+2:end], ",")
-		for i := range entries {
-			entries[i] = strings.TrimSpace(entries[i])
-		}
-		sort.Strings(entries)
-		body := strings.Join(entries, ",")
-		if len(entries) == 1 && !strings.Contains(body, " ") {
-			b.WriteString(body)
-		} else {
-			b.WriteString("{ " + body + " }")
-		}
-		rule = rule[end+2:]
-	}
-	b.WriteString(rule)
-	return b.String()
-}
-
 // parseNFTDuration reads nft's durations: "10800s", "3h", "2h59m59s", "1d".
 func parseNFTDuration(s string) (time.Duration, error) {
 	var total time.Duration
@@ -414,4 +358,90 @@ func parseNFTDuration(s string) (time.Duration, error) {
 		rest = rest[j:]
 	}
 	return total, nil
+}
+
+// WriteListing writes a table as "nft list table" prints it (in knftables' spelling of
+// rules, which nft respells: Parse reads both): what apply's fake kernel lists.
+func WriteListing(out io.Writer, st *State) error {
+	var b []byte
+	b = fmt.Appendf(b, "table %s %s {\n", st.Family, TableName)
+	if st.Table.Comment != nil {
+		b = fmt.Appendf(b, "\tcomment %q\n", *st.Table.Comment)
+	}
+	for _, name := range sortedKeys(st.Sets) {
+		s := st.Sets[name]
+		b = appendListedContainer(b, "set", name, s.Set.Type, s.Set.TypeOf, s.Set.Flags, s.Set.Timeout, s.Set.Comment, s.Elements)
+	}
+	for _, name := range sortedKeys(st.Maps) {
+		m := st.Maps[name]
+		b = appendListedContainer(b, "map", name, m.Map.Type, m.Map.TypeOf, m.Map.Flags, m.Map.Timeout, m.Map.Comment, m.Elements)
+	}
+	for _, name := range sortedKeys(st.Chains) {
+		b = appendListedChain(b, st.Family, st.Chains[name])
+	}
+	b = append(b, "}\n"...)
+	_, err := out.Write(b)
+	return err
+}
+
+func appendListedContainer(b []byte, kind, name, typ, typeOf string, flags []knftables.SetFlag, timeout *time.Duration, comment *string, elems []*knftables.Element) []byte {
+	b = fmt.Appendf(b, "\t%s %s {\n", kind, name)
+	if typeOf != "" {
+		b = fmt.Appendf(b, "\t\ttypeof %s\n", typeOf)
+	} else {
+		b = fmt.Appendf(b, "\t\ttype %s\n", typ)
+	}
+	if len(flags) > 0 {
+		parts := make([]string, len(flags))
+		for i, f := range flags {
+			parts[i] = string(f)
+		}
+		b = fmt.Appendf(b, "\t\tflags %s\n", strings.Join(parts, ","))
+	}
+	if timeout != nil {
+		b = fmt.Appendf(b, "\t\ttimeout %ds\n", int64(timeout.Seconds()))
+	}
+	if comment != nil {
+		b = fmt.Appendf(b, "\t\tcomment %q\n", *comment)
+	}
+	for i, e := range elems {
+		if i == 0 {
+			b = append(b, "\t\telements = { "...)
+		} else {
+			b = append(b, ",\n\t\t\t     "...)
+		}
+		b = appendJoined(b, e.Key)
+		if e.Comment != nil {
+			b = fmt.Appendf(b, " comment %q", *e.Comment)
+		}
+		if len(e.Value) > 0 {
+			b = appendJoined(append(b, " : "...), e.Value)
+		}
+	}
+	if len(elems) > 0 {
+		b = append(b, " }\n"...)
+	}
+	return append(b, "\t}\n"...)
+}
+
+func appendListedChain(b []byte, family knftables.Family, c *Chain) []byte {
+	b = fmt.Appendf(b, "\tchain %s {\n", c.Obj.Name)
+	if o := c.Obj; o.Hook != nil {
+		prio, err := knftables.ParsePriority(family, string(*o.Priority))
+		if err != nil {
+			prio = 0
+		}
+		policy := knftables.AcceptPolicy
+		if o.Policy != nil {
+			policy = *o.Policy
+		}
+		b = fmt.Appendf(b, "\t\ttype %s hook %s priority %d; policy %s;\n", *o.Type, *o.Hook, prio, policy)
+	}
+	if c.Obj.Comment != nil {
+		b = fmt.Appendf(b, "\t\tcomment %q\n", *c.Obj.Comment)
+	}
+	for _, r := range c.Rules {
+		b = append(appendRuleBody(append(b, "\t\t"...), []byte(r.Rule), ptrString(r.Comment)), '\n')
+	}
+	return append(b, "\t}\n"...)
 }

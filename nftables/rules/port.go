@@ -1,4 +1,4 @@
-package nft
+package rules
 
 import (
 	"net/netip"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
@@ -21,6 +22,9 @@ type portPlan struct {
 	usesFW                             bool
 	internalChain, externalPolicyChain string
 	internalVerdict, externalVerdict   string // "" when traffic has somewhere to go
+	// comment is the comment of the port's no-endpoint elements: the service port
+	// (v1.37 cuts it to knftables.CommentLengthMax).
+	comment *string
 }
 
 // chainKind says which of a port's chains a chain is.
@@ -43,14 +47,14 @@ type portChain struct {
 
 func (b *builder) plan(p *ir.Port) *portPlan {
 	proto := p.Protocol.Lower()
-	base := portBase(p.Name.Namespace, p.Name.Service, proto, p.Name.Port)
+	base := syntax.PortBase(p.Name.Namespace, p.Name.Service, proto, p.Name.Port)
 	pp := &portPlan{
 		p: p, spn: p.Name.String(), proto: proto, port: strconv.Itoa(int(p.Port)), cip: p.ClusterIP.String(),
-		cluster: prefixService + base, local: prefixLocal + base, external: prefixExternal + base, firewall: prefixFirewall + base,
+		cluster: syntax.PrefixService + base, local: syntax.PrefixLocal + base, external: syntax.PrefixExternal + base, firewall: syntax.PrefixFirewall + base,
 		endpoints: make([]string, len(p.Endpoints)),
 	}
 	for _, i := range p.Reachable {
-		pp.endpoints[i] = prefixEndpoint + endpointBase(p.Name.Namespace, p.Name.Service, proto, p.Name.Port, p.Endpoints[i].String())
+		pp.endpoints[i] = syntax.PrefixEndpoint + syntax.EndpointBase(p.Name.Namespace, p.Name.Service, proto, p.Name.Port, p.Endpoints[i].String())
 	}
 	pp.usesCluster = len(p.Cluster) > 0 && p.UsesCluster()
 	pp.usesLocal = len(p.Local) > 0 && p.UsesLocal()
@@ -64,20 +68,21 @@ func (b *builder) plan(p *ir.Port) *portPlan {
 		pp.externalPolicyChain = pp.local
 	}
 	pp.internalVerdict, pp.externalVerdict = verdict(p.Internal()), verdict(p.External())
+	pp.comment = &pp.spn
 	return pp
 }
 
 // affinitySet is the ClientIP affinity set of an endpoint: its chain's name with the
 // affinity prefix.
 func (pp *portPlan) affinitySet(i int) string {
-	return prefixAffinity + pp.endpoints[i][len(prefixEndpoint):]
+	return syntax.PrefixAffinity + pp.endpoints[i][len(syntax.PrefixEndpoint):]
 }
 
 // verdict is what the no-endpoint maps do with traffic that has nowhere to go.
 func verdict(r ir.Route) string {
 	switch r {
 	case ir.Reject:
-		return goTo(rejectChain)
+		return goTo(syntax.RejectChain)
 	case ir.Drop:
 		return "drop"
 	}
@@ -121,12 +126,8 @@ func (b *builder) eachAffinitySet(pp *portPlan, f func(*knftables.Set)) {
 	}
 }
 
-// ruleSink receives a chain's rules in order: the rule's text, only valid during the
-// call, and its comment ("" for none).
-type ruleSink func(chain string, text []byte, comment string)
-
 // chainRules makes the rules of one of a port's chains.
-func (b *builder) chainRules(pp *portPlan, c portChain, out ruleSink) {
+func (b *builder) chainRules(pp *portPlan, c portChain, out syntax.RuleSink) {
 	switch c.kind {
 	case endpointChain:
 		b.endpointRules(pp, c.ep, out)
@@ -141,15 +142,21 @@ func (b *builder) chainRules(pp *portPlan, c portChain, out ruleSink) {
 	}
 }
 
+// masquerade appends what marks a packet for masquerading to a rule: v1.34/v1.35 jump
+// to mark-for-masquerade. It is the one place a port's rules do it (v1.36 marks inline).
+func (b *builder) masquerade(t *syntax.Text) *syntax.Text {
+	return t.W("jump", syntax.MarkMasqChain)
+}
+
 // policyRules: the chain internal traffic goes to first masquerades cluster-IP traffic
 // from outside the cluster (or all of it); then every policy chain picks an endpoint.
-func (b *builder) policyRules(pp *portPlan, chain string, idx []int, out ruleSink) {
+func (b *builder) policyRules(pp *portPlan, chain string, idx []int, out syntax.RuleSink) {
 	if chain == pp.internalChain && pp.internalVerdict == "" {
 		switch {
 		case b.sm.MasqueradeAll:
-			out(chain, b.text.reset().w(b.ipX, "daddr", pp.cip, "jump", markMasqChain).b, "")
+			out(chain, b.masquerade(b.text.Reset().W(b.ipX, "daddr", pp.cip)).Bytes(), "")
 		case b.sm.LocalDetector.Implemented():
-			out(chain, b.text.reset().w(b.ipX, "daddr", pp.cip, b.notLocal, "jump", markMasqChain).b, "")
+			out(chain, b.masquerade(b.text.Reset().W(b.ipX, "daddr", pp.cip, b.notLocal)).Bytes(), "")
 		}
 	}
 	b.dispatch(pp, chain, idx, out)
@@ -157,72 +164,73 @@ func (b *builder) policyRules(pp *portPlan, chain string, idx []int, out ruleSin
 
 // externalRules: Cluster policy masquerades everything; Local policy keeps client
 // addresses but short-circuits pod and node traffic to every endpoint.
-func (b *builder) externalRules(pp *portPlan, out ruleSink) {
+func (b *builder) externalRules(pp *portPlan, out syntax.RuleSink) {
 	t := &b.text
 	if !pp.p.ExternalPolicyLocal {
-		out(pp.external, t.reset().w("jump", markMasqChain).b, "")
+		out(pp.external, b.masquerade(t.Reset()).Bytes(), "")
 	} else {
 		if b.sm.LocalDetector.Implemented() {
-			out(pp.external, t.reset().w(b.local, "goto", pp.cluster).b, "short-circuit pod traffic")
+			out(pp.external, t.Reset().W(b.local, "goto", pp.cluster).Bytes(), "short-circuit pod traffic")
 		}
-		out(pp.external, t.reset().w("fib saddr type local jump", markMasqChain).b, "masquerade local traffic")
-		out(pp.external, t.reset().w("fib saddr type local goto", pp.cluster).b, "short-circuit local traffic")
+		out(pp.external, b.masquerade(t.Reset().W("fib saddr type local")).Bytes(), "masquerade local traffic")
+		out(pp.external, t.Reset().W("fib saddr type local goto", pp.cluster).Bytes(), "short-circuit local traffic")
 	}
 	if pp.externalVerdict == "" {
-		out(pp.external, t.reset().w("goto", pp.externalPolicyChain).b, "")
+		out(pp.external, t.Reset().W("goto", pp.externalPolicyChain).Bytes(), "")
 	}
 }
 
 // firewallRule drops sources outside loadBalancerSourceRanges (and the node's own
 // load-balancer IPs when a range holds the node's address):
 // "ip saddr != { 192.0.2.0/24 , 198.51.100.7 } drop".
-func (b *builder) firewallRule(pp *portPlan, out ruleSink) {
-	t := b.text.reset().w(b.ipX, "saddr != {")
+func (b *builder) firewallRule(pp *portPlan, out syntax.RuleSink) {
+	t := b.text.Reset().W(b.ipX, "saddr != {")
 	for i, r := range pp.p.SourceRanges {
 		if i > 0 {
-			t.w(",")
+			t.W(",")
 		}
-		t.prefix(r)
+		t.Prefix(r)
 	}
 	if pp.p.FirewallAllowsNode(b.sm.Node.IP) {
 		for _, ip := range pp.p.LoadBalancerIPs {
-			t.w(",").addr(ip)
+			t.W(",").Addr(ip)
 		}
 	}
-	out(pp.firewall, t.w("}", "drop").b, "")
+	out(pp.firewall, t.W("}", "drop").Bytes(), "")
 }
 
 // dispatch spreads a policy chain over endpoints with "numgen random mod N vmap",
-// after the affinity checks.
-func (b *builder) dispatch(pp *portPlan, chain string, idx []int, out ruleSink) {
+// after the affinity checks. It is the one place that picks an endpoint (v1.36 DNATs
+// here with a numgen map when there is no affinity; v1.37 a lone endpoint directly).
+func (b *builder) dispatch(pp *portPlan, chain string, idx []int, out syntax.RuleSink) {
 	t := &b.text
 	if pp.p.AffinitySeconds > 0 {
 		for _, i := range idx {
-			out(chain, t.reset().w(b.ipX, "saddr").at(pp.affinitySet(i)).w("goto", pp.endpoints[i]).b, "")
+			out(chain, t.Reset().W(b.ipX, "saddr").At(pp.affinitySet(i)).W("goto", pp.endpoints[i]).Bytes(), "")
 		}
 	}
-	t.reset().w("numgen random mod").int(len(idx)).w("vmap {")
+	t.Reset().W("numgen random mod").Int(len(idx)).W("vmap {")
 	for k, i := range idx {
 		if k > 0 {
-			t.w(",")
+			t.W(",")
 		}
-		t.int(k).w(":", "goto", pp.endpoints[i])
+		t.Int(k).W(":", "goto", pp.endpoints[i])
 	}
-	out(chain, t.w("}").b, "")
+	out(chain, t.W("}").Bytes(), "")
 }
 
 // endpointRules: masquerade hairpin traffic, remember the client for affinity, DNAT.
-func (b *builder) endpointRules(pp *portPlan, i int, out ruleSink) {
+func (b *builder) endpointRules(pp *portPlan, i int, out syntax.RuleSink) {
 	ep, chain, t := pp.p.Endpoints[i], pp.endpoints[i], &b.text
-	out(chain, t.reset().w(b.ipX, "saddr").addr(ep.IP).w("jump", markMasqChain).b, "")
+	out(chain, b.masquerade(t.Reset().W(b.ipX, "saddr").Addr(ep.IP)).Bytes(), "")
 	if pp.p.AffinitySeconds > 0 {
-		out(chain, t.reset().w("update").at(pp.affinitySet(i)).w("{", b.ipX, "saddr", "}").b, "")
+		out(chain, t.Reset().W("update").At(pp.affinitySet(i)).W("{", b.ipX, "saddr", "}").Bytes(), "")
 	}
-	out(chain, t.reset().w("meta l4proto", pp.proto, "dnat to").addrPort(netip.AddrPortFrom(ep.IP, ep.Port)).b, "")
+	out(chain, t.Reset().W("meta l4proto", pp.proto, "dnat to").AddrPort(netip.AddrPortFrom(ep.IP, ep.Port)).Bytes(), "")
 }
 
 // elementContainers are the sets and maps that service ports fill.
-var elementContainers = []string{clusterIPsSet, serviceIPsMap, noEndpointServicesMap, firewallIPsMap, serviceNodePortsMap, noEndpointNodePorts}
+var elementContainers = []string{syntax.ClusterIPsSet, syntax.ServiceIPsMap, syntax.NoEndpointServicesMap, syntax.FirewallIPsMap, syntax.ServiceNodePortsMap, syntax.NoEndpointNodePorts}
 
 // elements makes the port's elements of one set or map (kube-proxy writes these on
 // every sync): for each, the cluster IP first, then external IPs, then load-balancer
@@ -230,48 +238,48 @@ var elementContainers = []string{clusterIPsSet, serviceIPsMap, noEndpointService
 func (b *builder) elements(pp *portPlan, container string, out func(*knftables.Element)) {
 	p := pp.p
 	key := func(addr string) []string { return []string{addr, pp.proto, pp.port} }
-	external := func(f func(ip string, lb bool)) {
+	external := func(f func(ip string)) {
 		for _, ip := range p.ExternalIPs {
-			f(ip.String(), false)
+			f(ip.String())
 		}
 		for _, ip := range p.LoadBalancerIPs {
-			f(ip.String(), true)
+			f(ip.String())
 		}
 	}
 	switch container {
-	case clusterIPsSet:
-		out(&knftables.Element{Set: clusterIPsSet, Key: []string{pp.cip}})
-	case serviceIPsMap:
+	case syntax.ClusterIPsSet:
+		out(&knftables.Element{Set: syntax.ClusterIPsSet, Key: []string{pp.cip}})
+	case syntax.ServiceIPsMap:
 		if pp.internalVerdict == "" {
-			out(&knftables.Element{Map: serviceIPsMap, Key: key(pp.cip), Value: []string{goTo(pp.internalChain)}})
+			out(&knftables.Element{Map: syntax.ServiceIPsMap, Key: key(pp.cip), Value: []string{goTo(pp.internalChain)}})
 		}
 		if p.HasEndpoints {
-			external(func(ip string, _ bool) {
-				out(&knftables.Element{Map: serviceIPsMap, Key: key(ip), Value: []string{goTo(pp.external)}})
+			external(func(ip string) {
+				out(&knftables.Element{Map: syntax.ServiceIPsMap, Key: key(ip), Value: []string{goTo(pp.external)}})
 			})
 		}
-	case noEndpointServicesMap:
+	case syntax.NoEndpointServicesMap:
 		if pp.internalVerdict != "" {
-			out(&knftables.Element{Map: noEndpointServicesMap, Key: key(pp.cip), Value: []string{pp.internalVerdict}, Comment: &pp.spn})
+			out(&knftables.Element{Map: syntax.NoEndpointServicesMap, Key: key(pp.cip), Value: []string{pp.internalVerdict}, Comment: pp.comment})
 		}
 		if pp.externalVerdict != "" {
-			external(func(ip string, _ bool) {
-				out(&knftables.Element{Map: noEndpointServicesMap, Key: key(ip), Value: []string{pp.externalVerdict}, Comment: &pp.spn})
+			external(func(ip string) {
+				out(&knftables.Element{Map: syntax.NoEndpointServicesMap, Key: key(ip), Value: []string{pp.externalVerdict}, Comment: pp.comment})
 			})
 		}
-	case firewallIPsMap:
+	case syntax.FirewallIPsMap:
 		if pp.usesFW {
 			for _, ip := range p.LoadBalancerIPs {
-				out(&knftables.Element{Map: firewallIPsMap, Key: key(ip.String()), Value: []string{goTo(pp.firewall)}})
+				out(&knftables.Element{Map: syntax.FirewallIPsMap, Key: key(ip.String()), Value: []string{goTo(pp.firewall)}})
 			}
 		}
-	case serviceNodePortsMap:
+	case syntax.ServiceNodePortsMap:
 		if p.NodePort != 0 && p.HasEndpoints {
-			out(&knftables.Element{Map: serviceNodePortsMap, Key: []string{pp.proto, strconv.Itoa(int(p.NodePort))}, Value: []string{goTo(pp.external)}})
+			out(&knftables.Element{Map: syntax.ServiceNodePortsMap, Key: []string{pp.proto, strconv.Itoa(int(p.NodePort))}, Value: []string{goTo(pp.external)}})
 		}
-	case noEndpointNodePorts:
+	case syntax.NoEndpointNodePorts:
 		if p.NodePort != 0 && pp.externalVerdict != "" {
-			out(&knftables.Element{Map: noEndpointNodePorts, Key: []string{pp.proto, strconv.Itoa(int(p.NodePort))}, Value: []string{pp.externalVerdict}, Comment: &pp.spn})
+			out(&knftables.Element{Map: syntax.NoEndpointNodePorts, Key: []string{pp.proto, strconv.Itoa(int(p.NodePort))}, Value: []string{pp.externalVerdict}, Comment: pp.comment})
 		}
 	}
 }
