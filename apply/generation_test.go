@@ -172,9 +172,9 @@ func TestSkipReadWhileGenerationStands(t *testing.T) {
 			ns := l.NS("skip" + string(mode)[:3])
 			sm1 := genMap(t, mode, "198.18.1.1", "198.18.1.2")
 			sm2 := genMap(t, mode, "198.18.1.1", "198.18.1.3")
-			backend, err := ForMode(mode, model.IPv4, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
+			var backend Backend = NewNFTables(model.IPv4)
+			if mode == compiler.IPTables {
+				backend = NewIPTables(model.IPv4, 5*time.Second)
 			}
 			c := &counting{Backend: backend}
 			a := &Applier{Backend: c, Generation: NFTablesGeneration}

@@ -18,6 +18,7 @@ import (
 	"github.com/svcgen/svcgen/internal/testkit"
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/modes"
 )
 
 // Benchmarks of loading a generated 10,000-service x 10-endpoint cluster (about
@@ -237,10 +238,11 @@ func BenchmarkApplyInterval(b *testing.B) {
 			sm := testkit.CompileFiles(b, pipeline.Settings{Mode: mode}, file).Map
 			l, ns := benchLab(b)
 			defer l.Cleanup()
-			backend, err := apply.ForMode(mode, sm.Family, 30*time.Second)
+			m, err := modes.Lookup(string(mode))
 			if err != nil {
 				b.Fatal(err)
 			}
+			backend := m.Backend(sm.Family, 30*time.Second)
 			for _, how := range []string{"read", "generation", "generation-after-a-load"} {
 				a := &apply.Applier{Backend: backend}
 				if how != "read" {

@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
-	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
 	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
-	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
-	nftrules "github.com/svcgen/svcgen/nftables/rules"
 	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
@@ -129,7 +125,7 @@ func Open(files []File, host Host) (Tracer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return nftTracer(rs, host)
+		return NewNFTRuleset(rs, host)
 	case len(byFormat[NFTText]) > 0:
 		return nil, fmt.Errorf("%s: give an nftables ruleset alone", byFormat[NFTText][0].Name)
 	case len(byFormat) == 1 && len(byFormat[ShellScript]) == 1:
@@ -180,59 +176,9 @@ func openIPVS(one func(Format) (File, bool), host Host) (Tracer, error) {
 	return NewIPVS(n, rs, host)
 }
 
-// ForMap writes a compiled service map in a mode's syntax, reads the text back as a
-// node would hold it, and returns a tracer over it: what svcgen traces when it is given
-// manifests instead of rules.
-func ForMap(mode string, sm *ir.ServiceMap, host Host) (Tracer, error) {
-	switch mode {
-	case "iptables":
-		var b bytes.Buffer
-		if err := iptrules.Write(&b, sm, iptrules.Options{Format: iptrules.Complete}); err != nil {
-			return nil, fmt.Errorf("writing iptables rules: %w", err)
-		}
-		rs, err := iptsyntax.ParseBytes("iptables rules", b.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("reading back iptables rules: %w", err)
-		}
-		return NewIPTables(rs, host)
-	case "ipvs":
-		built := ipvsrules.Build(sm)
-		var b bytes.Buffer
-		if err := ipvssyntax.WriteScript(&b, built, ipvssyntax.Header{Node: sm.Node.Name}); err != nil {
-			return nil, fmt.Errorf("writing the ipvs script: %w", err)
-		}
-		n, err := ipvssyntax.ParseScript("ipvs script", &b)
-		if err != nil {
-			return nil, fmt.Errorf("reading back the ipvs script: %w", err)
-		}
-		// Which Service a virtual server is for is a comment of the script; take it
-		// from the state the script was written from.
-		for _, vs := range n.Services {
-			if w := built.Service(vs.Key()); w != nil {
-				vs.For = w.For
-			}
-		}
-		return NewIPVS(n, nil, host)
-	case "nftables":
-		var b bytes.Buffer
-		if err := nftrules.Write(&b, sm, nftrules.Options{}); err != nil {
-			return nil, fmt.Errorf("writing nftables rules: %w", err)
-		}
-		rs, err := nftsyntax.ParseBytes("nftables rules", b.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("reading back nftables rules: %w", err)
-		}
-		return nftTracer(rs, host)
-	}
-	return nil, fmt.Errorf("mode %s: svcgen cannot trace it in this version (it traces %s)", mode, strings.Join(MapModes, ", "))
-}
-
-// MapModes are the modes ForMap traces.
-var MapModes = []string{"iptables", "nftables", "ipvs"}
-
-// nftTracer traces every kube-proxy table of a ruleset, each packet through the table
-// of its family.
-func nftTracer(rs *nftsyntax.Ruleset, host Host) (Tracer, error) {
+// NewNFTRuleset traces every kube-proxy table of a ruleset, each packet through the
+// table of its family.
+func NewNFTRuleset(rs *nftsyntax.Ruleset, host Host) (Tracer, error) {
 	ft := familyTracer{}
 	for family, st := range rs.Tables {
 		t, err := NewNFT(st, host)

@@ -18,6 +18,7 @@ import (
 	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/release"
 	"github.com/svcgen/svcgen/trace"
 )
@@ -111,13 +112,13 @@ func CheckMode(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster) (*ModeRepor
 	return Check(b, sm, c)
 }
 
-// Check traces every probe through one backend's rules.
-func Check(b backend, sm *ir.ServiceMap, c *model.Cluster) (*ModeReport, error) {
-	tr, err := b.tracer(sm, HostOf(sm))
+// Check traces every probe through one mode's rules.
+func Check(m modes.Mode, sm *ir.ServiceMap, c *model.Cluster) (*ModeReport, error) {
+	tr, err := m.Tracer(sm, HostOf(sm))
 	if err != nil {
 		return nil, err
 	}
-	return CheckTracer(b.mode, sm, c, tr), nil
+	return CheckTracer(compiler.Mode(m.Name), sm, c, tr), nil
 }
 
 // CheckTracer holds any tracer of mode m's rules for the service map (rules read back

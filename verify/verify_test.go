@@ -234,7 +234,7 @@ func TestCheck(t *testing.T) {
 		{"no hairpin masquerade", "-j KUBE-MARK-MASQ\n-A KUBE-SEP", "\n-A KUBE-SEP", "shop/web"},
 		{"the reject rule lost", "-j REJECT", "-j ACCEPT", "shop/empty"},
 	} {
-		broken := backend{mode: compiler.IPTables, tracer: func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
+		broken := func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
 			var b bytes.Buffer
 			if err := iptrules.Write(&b, sm, iptrules.Options{}); err != nil {
 				return nil, err
@@ -248,11 +248,12 @@ func TestCheck(t *testing.T) {
 				return nil, err
 			}
 			return trace.NewIPTables(rs, host)
-		}}
-		mr, err := Check(broken, sm, c)
+		}
+		tr, err := broken(sm, HostOf(sm))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		mr := CheckTracer(compiler.IPTables, sm, c, tr)
 		if len(mr.Disagreements) == 0 {
 			t.Errorf("%s: verify found nothing", tc.name)
 			continue

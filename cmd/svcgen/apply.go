@@ -115,10 +115,11 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	backend, err := apply.ForMode(res.Mode, res.Map.Family, f.wait)
+	mode, err := lookupMode(res.Mode)
 	if err != nil {
-		return &pipeline.InputError{Err: err}
+		return err
 	}
+	backend := mode.Backend(res.Map.Family, f.wait)
 	lockPath := f.applyLock
 	if lockPath == "" {
 		lockPath = apply.DefaultLockPath()

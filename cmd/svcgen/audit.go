@@ -60,10 +60,11 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	backend, err := apply.ForMode(res.Mode, res.Map.Family, 0)
+	mode, err := lookupMode(res.Mode)
 	if err != nil {
-		return &pipeline.InputError{Err: err}
+		return err
 	}
+	backend := mode.Backend(res.Map.Family, 0)
 	want, err := backend.Want(res.Map)
 	if err != nil {
 		return err

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,11 +15,9 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/fileutil"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	iptplan "github.com/svcgen/svcgen/iptables/plan"
-	iptrules "github.com/svcgen/svcgen/iptables/rules"
-	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/release"
 )
 
@@ -81,12 +82,10 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 	default:
 		return in, s, usagef("--dialect: unknown dialect %q (known: minik8s)", f.dialect)
 	}
-	switch f.mode {
-	case "", "iptables", "ipvs", "nftables":
-		s.Mode = compiler.Mode(f.mode)
-	default:
-		return in, s, usagef("--mode: unknown mode %q (want iptables, ipvs or nftables)", f.mode)
+	if err := checkMode(f.mode); err != nil {
+		return in, s, err
 	}
+	s.Mode = compiler.Mode(f.mode)
 	for _, c := range f.serviceCIDR {
 		for _, part := range strings.Split(c, ",") {
 			p, err := model.ParsePrefix(strings.TrimSpace(part))
@@ -211,39 +210,55 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	// Only the service map is written from here: let the clusters go, before a
 	// previous ruleset is read (at 10,000 Services they hold tens of megabytes).
 	res.Cluster, res.Resolved = nil, nil
-	if f.stages && res.Mode != compiler.NFTables {
-		return usagef("--stages is for nftables mode")
+	mode, err := lookupMode(res.Mode)
+	if err != nil {
+		return err
 	}
-	if res.Mode == compiler.IPVS {
-		return runCompileIPVS(f, res, stdout)
-	}
-	if res.Mode == compiler.NFTables {
-		return runCompileNFT(f, res, stdin, stdout)
-	}
-	if f.split {
-		return usagef("--split needs ipvs mode (-m ipvs)")
-	}
-	opts := iptrules.Options{Format: iptrules.Complete}
-	if f.noflush {
-		opts.Format = iptrules.NoFlush
-	}
-	write := func(w io.Writer) error { return iptrules.Write(w, res.Map, opts) }
+	opts := modes.Options{NoFlush: f.noflush, Minimal: f.minimal, Stages: f.stages}
 	if f.previous != "" {
-		prev, err := parseInput(f.previous, stdin, iptsyntax.Parse)
-		if err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		write = func(w io.Writer) error {
-			return iptplan.Write(w, res.Map, iptplan.Options{Previous: prev, Minimal: f.minimal})
+		opts.Previous = &modes.Input{Name: inputName(f.previous)}
+	}
+	if err := mode.Check(opts, f.split); err != nil {
+		return err
+	}
+	write := func() error {
+		return writeOutput(f.output, stdout, func(w io.Writer) error { return mode.Write(w, res.Map, opts) })
+	}
+	switch {
+	case f.split:
+		err = writeParts(f.output, res, mode)
+	case f.previous == "":
+		err = write()
+	default:
+		// The previous ruleset is parsed as it is read, never held twice.
+		_, err = parseInput(f.previous, stdin, func(name string, r io.Reader) (struct{}, error) {
+			opts.Previous = &modes.Input{Name: name, R: r}
+			return struct{}{}, write()
+		})
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			err = &pipeline.InputError{Err: err}
 		}
 	}
-	if err := writeOutput(f.output, stdout, write); err != nil {
+	if err != nil {
 		return err
 	}
 	if f.lock != "" {
 		return writeLock(f.lock, res.Lock)
 	}
 	return nil
+}
+
+// writeParts writes a mode's output as files in the folder dir (--split).
+func writeParts(dir string, res *pipeline.Result, mode modes.Mode) error {
+	if dir == "" || dir == "-" {
+		return usagef("--split writes several files: name their folder with -o DIR")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return mode.Split(res.Map, func(name string, write func(io.Writer) error) error {
+		return fileutil.WriteAtomic(filepath.Join(dir, name), write)
+	})
 }
 
 // manifestExts are the files a folder given to -f is read for.

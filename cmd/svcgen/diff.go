@@ -12,6 +12,7 @@ import (
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
@@ -77,10 +78,14 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	} else if err := checkMode(f.mode); err != nil {
 		return err
 	}
-	backend, err := apply.ForMode(mode, family, 30*time.Second)
-	if err != nil {
-		return &pipeline.InputError{Err: err}
+	if mode == "" {
+		mode = compiler.IPTables
 	}
+	m, err := lookupMode(mode)
+	if err != nil {
+		return err
+	}
+	backend := m.Backend(family, 30*time.Second)
 	var oldName, newName string
 	var old, new apply.State
 	switch {
@@ -118,12 +123,24 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	return nil
 }
 
+// checkMode checks --mode ("" leaves the choice to the configuration).
 func checkMode(mode string) error {
-	switch mode {
-	case "", "iptables", "ipvs", "nftables":
+	if mode == "" {
 		return nil
 	}
-	return usagef("--mode: unknown mode %q (want iptables, ipvs or nftables)", mode)
+	if _, err := modes.Lookup(mode); err != nil {
+		return usagef("--mode: %v", err)
+	}
+	return nil
+}
+
+// lookupMode is the registry's entry for a mode the inputs chose.
+func lookupMode(mode compiler.Mode) (modes.Mode, error) {
+	m, err := modes.Lookup(string(mode))
+	if err != nil {
+		return modes.Mode{}, &pipeline.InputError{Err: err}
+	}
+	return m, nil
 }
 
 // readState reads a rules file of the backend's mode ("-" is stdin).

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/graph"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 )
 
@@ -53,7 +52,11 @@ func runGraph(f *graphFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	l := verify.NewLocator(res.Map, res.Resolved.Cluster)
-	tr, err := trace.ForMap(string(res.Mode), res.Map, l.Host())
+	mode, err := lookupMode(res.Mode)
+	if err != nil {
+		return err
+	}
+	tr, err := mode.Tracer(res.Map, l.Host())
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/modes"
 )
 
 func main() {
@@ -88,13 +89,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ue *usageError
 	var ee *exitError
 	var ge *compiler.GateError
+	var oe *modes.OptionError
 	switch {
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" { // diff's differences are on stdout already
 			fmt.Fprintln(stderr, ee.err)
 		}
 		return ee.code
-	case errors.As(err, &ue), errors.As(err, &ge), errors.Is(err, pipeline.ErrNoInput): // ge: --feature-gates, found while compiling
+	case errors.As(err, &ue), errors.As(err, &ge), errors.As(err, &oe), errors.Is(err, pipeline.ErrNoInput):
+		// ge: --feature-gates, found while compiling; oe: an option the mode lacks
 		fmt.Fprintf(stderr, "svcgen: %v\n", err)
 		fmt.Fprintln(stderr, "Run 'svcgen --help' for usage.")
 		return exitUsage

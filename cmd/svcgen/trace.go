@@ -137,7 +137,11 @@ func (f *traceFlags) traceManifests(src netip.Addr, dst netip.AddrPort, proto st
 	host := l.Host()
 	p, source := l.Packet(src, dst, proto)
 	f.adjust(&host, &p, &source)
-	tr, err := trace.ForMap(string(res.Mode), res.Map, host)
+	mode, err := lookupMode(res.Mode)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := mode.Tracer(res.Map, host)
 	if err != nil {
 		return nil, &pipeline.InputError{Err: err}
 	}

@@ -18,6 +18,7 @@ import (
 	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
 	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/modes"
 )
 
 // The apply tests run in namespaces of a lab of their own inside the guest (the node,
@@ -177,7 +178,7 @@ func TestGuestApply(t *testing.T) {
 
 	// Cleanup leaves the other tool's rules and the excluded virtual server.
 	err = netlab.InNS(lab.node, func() error {
-		for _, b := range apply.Cleaners(5 * time.Second) {
+		for _, b := range modes.Cleaners(5 * time.Second) {
 			if _, err := apply.Cleanup(ctx, b, nil, false); err != nil {
 				return fmt.Errorf("%s: %w", b.Name(), err)
 			}

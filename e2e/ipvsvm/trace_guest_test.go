@@ -21,6 +21,7 @@ import (
 	"github.com/svcgen/svcgen/internal/testkit"
 	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
 	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
+	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/ruleview"
 	"github.com/svcgen/svcgen/trace"
 )
@@ -456,10 +457,11 @@ func dialKey(ns string, from netip.Addr, to netip.AddrPort, timeout time.Duratio
 // spelling of every rule, set and virtual server (iptables-save prints -m ipvs
 // options in another order, the protocol as a number) is no drift.
 func (lab *traceLab) audit(t *testing.T, res *pipeline.Result) {
-	b, err := apply.ForMode(res.Mode, res.Map.Family, 5*time.Second)
+	m, err := modes.Lookup(string(res.Mode))
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := m.Backend(res.Map.Family, 5*time.Second)
 	want, err := b.Want(res.Map)
 	if err != nil {
 		t.Fatal(err)
