@@ -99,7 +99,7 @@ func (s *ipState) View(opts ViewOptions) *ruleview.View {
 	}
 	rs := s.ruleset()
 	if opts.Installed {
-		rs = iptrules.WithJumps(rs)
+		rs = iptsyntax.WithJumps(rs)
 	}
 	return rs.View(owners, scope)
 }
@@ -114,7 +114,7 @@ func (b *IPTables) Want(sm *ir.ServiceMap) (State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ipState{rs: iptrules.WithJumps(rs)}, nil
+	return &ipState{rs: iptsyntax.WithJumps(rs)}, nil
 }
 
 // Parse reads iptables-restore input or iptables-save output.

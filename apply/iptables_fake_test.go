@@ -171,7 +171,7 @@ var iptrulesJumpsOnly = func() string {
 	for _, c := range iptrules.NatFixedChains {
 		b.WriteString(":" + c + " - [0:0]\n")
 	}
-	for _, r := range iptrules.JumpRules("nat") {
+	for _, r := range iptsyntax.JumpRules("nat") {
 		b.WriteString(r.Text() + "\n")
 	}
 	b.WriteString("COMMIT\n")

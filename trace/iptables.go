@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 )
@@ -122,7 +121,7 @@ func addJumps(rs *iptsyntax.Ruleset) *iptsyntax.Ruleset {
 		}
 		// Jumps into chains the ruleset has, in built-in chains it lacks.
 		added := map[string]*iptsyntax.Chain{}
-		for _, j := range iptrules.JumpRules(t.Name) {
+		for _, j := range iptsyntax.JumpRules(t.Name) {
 			target := j.Args[len(j.Args)-1]
 			if have[j.Chain] || !have[target] {
 				continue

@@ -53,7 +53,7 @@ func BenchmarkPartialWatch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		loaded = rules.WithJumps(loaded)
+		loaded = syntax.WithJumps(loaded)
 		for _, hint := range []bool{true, false} {
 			name := benchdata.Name(n) + "/compare"
 			opts := plan.Options{Previous: loaded, PreviousMap: prev, Minimal: true, EnsureJumps: true}

@@ -382,7 +382,7 @@ func compareKeys(a, b string) int {
 // in the order kube-proxy ensures them (so a fresh node lists them as kube-proxy's
 // does), and copies of one jump are deleted. Everything else in a built-in chain stays.
 func jumpEdits(prev *syntax.Table, table string, ours []string, b *syntax.Buffer) {
-	for _, j := range rules.Jumps() {
+	for _, j := range syntax.Jumps() {
 		if j.Table != table || !slices.Contains(ours, j.To()) {
 			continue
 		}

@@ -154,7 +154,7 @@ func TestStagedRestore(t *testing.T) {
 				}
 				sameView(t, "staged against one block", got, want, syntax.Everything)
 				wantNode := mustParse(t, string(full(t, tc.next)))
-				sameView(t, "kube-proxy's part against a fresh load", got, rules.WithJumps(wantNode), syntax.KubeProxyOnly)
+				sameView(t, "kube-proxy's part against a fresh load", got, syntax.WithJumps(wantNode), syntax.KubeProxyOnly)
 				if other := got.Table("nat").Chain("OTHER-TOOL"); other == nil || len(other.Rules) != 1 {
 					t.Error("another tool's chain did not survive")
 				}
@@ -178,7 +178,7 @@ func TestEnsureJumps(t *testing.T) {
 	}
 	for _, table := range []string{"filter", "nat"} {
 		var want []string
-		for _, r := range rules.JumpRules(table) {
+		for _, r := range syntax.JumpRules(table) {
 			if state.Table(table).Chain(syntax.RuleTarget(r.Args)) != nil {
 				want = append(want, r.Text())
 			}

@@ -66,60 +66,6 @@ var (
 	NatFixedChains = []string{syntax.ChainServices, syntax.ChainNodePorts, syntax.ChainPostrouting, syntax.ChainMarkMasq}
 )
 
-// jumpRule is one of the rules kube-proxy (and kubelet) ensure in a built-in chain,
-// outside the restore payload.
-type jumpRule struct {
-	table, from, to string
-	ctNew           bool // -m conntrack --ctstate NEW
-	comment         string
-}
-
-// jumpRules is upstream's iptablesJumpChains followed by iptablesKubeletJumpChains, in
-// the order it ensures them. Each is inserted at position 1, so on a fresh node a
-// built-in chain lists them in reverse (see orderedJumps).
-var jumpRules = []jumpRule{
-	{"filter", "INPUT", syntax.ChainExternalServices, true, "kubernetes externally-visible service portals"},
-	{"filter", "FORWARD", syntax.ChainExternalServices, true, "kubernetes externally-visible service portals"},
-	{"filter", "INPUT", syntax.ChainNodePorts, false, "kubernetes health check service ports"},
-	{"filter", "FORWARD", syntax.ChainServices, true, "kubernetes service portals"},
-	{"filter", "OUTPUT", syntax.ChainServices, true, "kubernetes service portals"},
-	{"filter", "FORWARD", syntax.ChainForward, false, "kubernetes forwarding rules"},
-	{"filter", "INPUT", syntax.ChainProxyFirewall, true, "kubernetes load balancer firewall"},
-	{"filter", "OUTPUT", syntax.ChainProxyFirewall, true, "kubernetes load balancer firewall"},
-	{"filter", "FORWARD", syntax.ChainProxyFirewall, true, "kubernetes load balancer firewall"},
-	{"nat", "OUTPUT", syntax.ChainServices, false, "kubernetes service portals"},
-	{"nat", "PREROUTING", syntax.ChainServices, false, "kubernetes service portals"},
-	{"nat", "POSTROUTING", syntax.ChainPostrouting, false, "kubernetes postrouting rules"},
-	{"filter", "INPUT", syntax.ChainFirewall, false, ""},
-	{"filter", "OUTPUT", syntax.ChainFirewall, false, ""},
-}
-
-// JumpRules returns the jump rules of one table in the order a node that kube-proxy set
-// up lists them: for each built-in chain, the last one ensured comes first.
-func JumpRules(table string) []syntax.Rule {
-	var out []syntax.Rule
-	for _, from := range syntax.BuiltinChains(table) {
-		for i := len(jumpRules) - 1; i >= 0; i-- {
-			j := jumpRules[i]
-			if j.table == table && j.from == from {
-				out = append(out, syntax.Rule{Chain: from, Args: j.args()})
-			}
-		}
-	}
-	return out
-}
-
-func (j jumpRule) args() []string {
-	var a []string
-	if j.ctNew {
-		a = append(a, "-m", "conntrack", "--ctstate", "NEW")
-	}
-	if j.comment != "" {
-		a = append(a, "-m", "comment", "--comment", j.comment)
-	}
-	return append(a, "-j", j.to)
-}
-
 // Emitter holds what every service port's rules need.
 type Emitter struct {
 	sm    *ir.ServiceMap
@@ -323,36 +269,11 @@ func (e *Emitter) builtinDecls(b *syntax.Buffer, table string) {
 }
 
 func (e *Emitter) jumps(b *syntax.Buffer, table string) {
-	for _, r := range JumpRules(table) {
+	for _, r := range syntax.JumpRules(table) {
 		b.Start(r.Chain)
 		b.Args(r.Args)
 		b.End()
 	}
-}
-
-// Jumps are kube-proxy's jump rules from built-in chains into its own, in the order it
-// ensures them (upstream's iptablesJumpChains, then iptablesKubeletJumpChains).
-func Jumps() []syntax.Jump {
-	out := make([]syntax.Jump, len(jumpRules))
-	for i, j := range jumpRules {
-		out[i] = syntax.Jump{Table: j.table, From: j.from, Args: j.args()}
-	}
-	return out
-}
-
-// WithJumps returns the ruleset with kube-proxy's jumps from built-in chains into the
-// chains it has, as a node that runs kube-proxy has them (a --noflush payload has none).
-// It is what a node should have, for audit and diff against a live node.
-func WithJumps(rs *syntax.Ruleset) *syntax.Ruleset {
-	out := rs.Clone()
-	var jumps []syntax.Jump
-	for _, j := range Jumps() {
-		if out.Table(j.Table).Chain(j.To()) != nil {
-			jumps = append(jumps, j)
-		}
-	}
-	syntax.EnsureJumps(out, jumps)
-	return out
 }
 
 // MapOwners names the chains of every service port and endpoint of a service map, exactly
