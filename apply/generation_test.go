@@ -13,6 +13,7 @@ import (
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // genCluster is a node with one NodePort Service; its endpoints are appended.
@@ -52,17 +53,31 @@ spec:
 
 func genMap(t *testing.T, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
-	return compileWithEndpoints(t, genCluster, mode, endpoints...)
+	return genMapFor(t, mode, "", endpoints...)
+}
+
+// genMapFor is genMap for a kube-proxy release ("" for the newest).
+func genMapFor(t *testing.T, mode compiler.Mode, version string, endpoints ...string) *ir.ServiceMap {
+	t.Helper()
+	return compileWithEndpoints(t, genCluster, mode, version, endpoints...)
 }
 
 // compileWithEndpoints compiles manifests that end in genCluster's EndpointSlice, with
 // these endpoints on node1 appended to it.
-func compileWithEndpoints(t *testing.T, manifests string, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
+func compileWithEndpoints(t *testing.T, manifests string, mode compiler.Mode, version string, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
 	for _, e := range endpoints {
 		manifests += "- {addresses: [" + e + "], nodeName: node1}\n"
 	}
-	return testkit.Compile(t, "cluster.yaml", manifests, pipeline.Settings{Mode: mode}).Map
+	s := pipeline.Settings{Mode: mode}
+	if version != "" {
+		r, err := release.Parse(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release = r
+	}
+	return testkit.Compile(t, "cluster.yaml", manifests, s).Map
 }
 
 // counting counts a backend's reads of the kernel: the test hook of the drift checks.
@@ -224,7 +239,7 @@ func TestSkipReadWhileGenerationStands(t *testing.T) {
 			// A load that may add nothing the kernel lacks (in nftables mode, only the
 			// elements of a Service without endpoints; in iptables mode, removing it
 			// only flushes chains) is still known to be all that committed.
-			idle := compileWithEndpoints(t, idleService+genCluster, mode, "198.18.1.1", "198.18.1.3")
+			idle := compileWithEndpoints(t, idleService+genCluster, mode, "", "198.18.1.1", "198.18.1.3")
 			res := sync("a Service without endpoints added", idle, false, true)
 			if mode == compiler.NFTables && (res.Summary.Rules != 0 || res.Summary.Chains != 0 || res.Summary.Deleted != 0) {
 				t.Errorf("adding a Service without endpoints wrote more than elements: %s", res.Summary.Text)

@@ -31,7 +31,7 @@ const ipvsCluster = ipvsHead + genCluster
 
 func ipvsMap(t *testing.T, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
-	return compileWithEndpoints(t, ipvsCluster, "", endpoints...)
+	return compileWithEndpoints(t, ipvsCluster, "", "", endpoints...)
 }
 
 func whats(p Plan) []string {
@@ -174,12 +174,12 @@ endpoints:
 // goes at once, connections or not, as in kube-proxy.
 func TestIPVSApplyDrains(t *testing.T) {
 	a, k, _ := fakeIPVS(t)
-	syncIPVS(t, a, compileWithEndpoints(t, drainCluster, "", "198.18.1.1", "198.18.1.2"), false)
+	syncIPVS(t, a, compileWithEndpoints(t, drainCluster, "", "", "198.18.1.1", "198.18.1.2"), false)
 	tcp := realID("198.19.0.10:80", "198.18.1.2:8080")
 	udp := ipvssyntax.RealID{Service: ipvssyntax.ServiceID{Protocol: model.UDP, Address: netip.MustParseAddrPort("198.19.0.10:53")}, Real: netip.MustParseAddrPort("198.18.1.2:5353")}
 	k.SetConns(tcp, ipvssyntax.Conns{Inactive: 1})
 	k.SetConns(udp, ipvssyntax.Conns{Inactive: 3})
-	one := compileWithEndpoints(t, drainCluster, "", "198.18.1.1")
+	one := compileWithEndpoints(t, drainCluster, "", "", "198.18.1.1")
 	res := syncIPVS(t, a, one, true)
 	state := k.State()
 	if !strings.Contains(state, "-a -t 198.19.0.10:80 -r 198.18.1.2:8080 -m -w 0\n") {
@@ -204,7 +204,7 @@ func TestIPVSApplyDrains(t *testing.T) {
 	if state := k.State(); strings.Contains(state, "198.18.1.2:8080") {
 		t.Errorf("the drained server is still there once it has no connection:\n%s", state)
 	}
-	if res := syncIPVS(t, a, compileWithEndpoints(t, drainCluster, "", "198.18.1.1", "198.18.1.2"), true); !strings.Contains(k.State(), "-a -t 198.19.0.10:80 -r 198.18.1.2:8080 -m -w 1\n") || !res.Changed {
+	if res := syncIPVS(t, a, compileWithEndpoints(t, drainCluster, "", "", "198.18.1.1", "198.18.1.2"), true); !strings.Contains(k.State(), "-a -t 198.19.0.10:80 -r 198.18.1.2:8080 -m -w 1\n") || !res.Changed {
 		t.Errorf("the endpoint back:\n%s", k.State())
 	}
 }
@@ -213,7 +213,7 @@ func TestIPVSApplyDrains(t *testing.T) {
 // endpoint is replaced (real servers, hairpin entries) and a Service added (a virtual
 // server, set entries, an address).
 func changeMaps(t *testing.T) (before, after *ir.ServiceMap) {
-	return ipvsMap(t, "198.18.1.1", "198.18.1.2"), compileWithEndpoints(t, ipvsHead+idleService+genCluster, "", "198.18.1.1", "198.18.1.3")
+	return ipvsMap(t, "198.18.1.1", "198.18.1.2"), compileWithEndpoints(t, ipvsHead+idleService+genCluster, "", "", "198.18.1.1", "198.18.1.3")
 }
 
 // A load that fails at any of its changes, or at the companion chains, leaves the

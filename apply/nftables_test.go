@@ -70,9 +70,15 @@ func fakeApplier(stageAbove int) (*Applier, *counting, *FakeNFT) {
 // with one endpoint moved, sm2.
 func loadedFake(t *testing.T) (a *Applier, c *counting, fake *FakeNFT, sm1, sm2 *ir.ServiceMap) {
 	t.Helper()
+	return loadedFakeFor(t, "")
+}
+
+// loadedFakeFor is loadedFake for a kube-proxy release ("" for the newest).
+func loadedFakeFor(t *testing.T, version string) (a *Applier, c *counting, fake *FakeNFT, sm1, sm2 *ir.ServiceMap) {
+	t.Helper()
 	a, c, fake = fakeApplier(DefaultStageAbove)
-	sm1 = genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.2")
-	sm2 = genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.3")
+	sm1 = genMapFor(t, compiler.NFTables, version, "10.1.0.1", "10.1.0.2")
+	sm2 = genMapFor(t, compiler.NFTables, version, "10.1.0.1", "10.1.0.3")
 	if _, err := a.Sync(context.Background(), sm1, SyncOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +146,10 @@ func TestNFTablesLoadAndRead(t *testing.T) {
 // line and the Service it is for. Here another program deleted an endpoint's chain
 // behind the applier's back, so the plan made from the state in memory flushes and
 // deletes a chain that is gone; the next sync reads the kernel and repairs the table.
+// (v1.35: the layout with a chain per endpoint.)
 func TestNFTablesRefusedLoad(t *testing.T) {
 	ctx := context.Background()
-	a, _, fake, sm1, sm2 := loadedFake(t)
+	a, _, fake, sm1, sm2 := loadedFakeFor(t, "1.35")
 	gone := demoChain(t, sm1, "endpoint-", "10.1.0.2")
 	svc := demoChain(t, sm1, "service-", "")
 	if err := fake.Run(ctx, []byte("flush chain ip kube-proxy "+svc+"\ndelete chain ip kube-proxy "+gone+"\n")); err != nil {
@@ -210,7 +217,7 @@ func TestNFTablesSkipReadWhileGenerationStands(t *testing.T) {
 	ctx := context.Background()
 	a, c, fake := fakeApplier(DefaultStageAbove)
 	sm := genMap(t, compiler.NFTables, "10.1.0.1", "10.1.0.2")
-	idle := compileWithEndpoints(t, idleService+genCluster, compiler.NFTables, "10.1.0.1", "10.1.0.2")
+	idle := compileWithEndpoints(t, idleService+genCluster, compiler.NFTables, "", "10.1.0.1", "10.1.0.2")
 	sync := func(what string, sm *ir.ServiceMap, wantRead, wantChanged bool) {
 		t.Helper()
 		before := c.reads

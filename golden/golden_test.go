@@ -38,6 +38,29 @@ type goldenCase struct {
 	// release is the kube-proxy release the expected files are for ("release:" in the
 	// README; default the newest).
 	release release.Release
+	// multi: the README names several releases ("releases: 1.35 1.37"), so each
+	// release's expected files carry it ("nftables-1.37.nft"); the case is run once
+	// per release.
+	multi bool
+}
+
+// name is the case's name in test output: its folder, and its release when it has
+// several.
+func (c goldenCase) name() string {
+	if c.multi {
+		return c.dir + "@" + c.release.String()
+	}
+	return c.dir
+}
+
+// file is the path of one of the case's expected files ("nftables.nft"), for its
+// release when it has several ("nftables-1.37.nft").
+func (c goldenCase) file(name string) string {
+	if c.multi {
+		ext := filepath.Ext(name)
+		name = strings.TrimSuffix(name, ext) + "-" + c.release.String() + ext
+	}
+	return filepath.Join(c.dir, name)
 }
 
 // has reports whether the case is compiled in a mode.
@@ -52,6 +75,7 @@ func findCases(t *testing.T) []goldenCase {
 			return err
 		}
 		c := goldenCase{dir: filepath.Dir(p)}
+		var releases []release.Release
 		readme, _ := os.ReadFile(filepath.Join(c.dir, "README"))
 		for _, line := range strings.Split(string(readme), "\n") {
 			if v, ok := strings.CutPrefix(line, "upstream:"); ok && c.upstream == "" {
@@ -64,23 +88,35 @@ func findCases(t *testing.T) []goldenCase {
 				c.modes = strings.Fields(v)
 			}
 			if v, ok := strings.CutPrefix(line, "release:"); ok {
-				r, err := release.Parse(strings.TrimSpace(v))
-				if err != nil {
-					return fmt.Errorf("%s/README: %w", c.dir, err)
+				v = "releases:" + v
+				line = v
+			}
+			if v, ok := strings.CutPrefix(line, "releases:"); ok {
+				for _, f := range strings.Fields(v) {
+					r, err := release.Parse(f)
+					if err != nil {
+						return fmt.Errorf("%s/README: %w", c.dir, err)
+					}
+					releases = append(releases, r)
 				}
-				c.release = r
 			}
 			if strings.TrimSpace(line) == "sync: full" {
 				c.fullSync = true
 			}
 		}
-		cases = append(cases, c)
+		if len(releases) == 0 {
+			releases = []release.Release{release.Newest()}
+		}
+		for _, r := range releases {
+			c.release, c.multi = r, len(releases) > 1
+			cases = append(cases, c)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(cases, func(i, j int) bool { return cases[i].dir < cases[j].dir })
+	sort.SliceStable(cases, func(i, j int) bool { return cases[i].dir < cases[j].dir })
 	return cases
 }
 
@@ -90,7 +126,7 @@ func TestGolden(t *testing.T) {
 		t.Fatal("no golden cases found")
 	}
 	for _, c := range cases {
-		t.Run(c.dir, func(t *testing.T) { runCase(t, c) })
+		t.Run(c.name(), func(t *testing.T) { runCase(t, c) })
 	}
 }
 
@@ -107,7 +143,7 @@ func runCase(t *testing.T, c goldenCase) {
 		partial = &iptplan.Options{Previous: prev, FullSync: c.fullSync}
 	}
 	got := emit(t, res, partial)
-	testkit.CompareGolden(t, filepath.Join(c.dir, "iptables.rules"), got, *update)
+	testkit.CompareGolden(t, c.file("iptables.rules"), got, *update)
 
 	if again := emit(t, compileCase(t, c, true), partial); !bytes.Equal(again, got) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))

@@ -26,11 +26,11 @@ func TestGoldenIPVS(t *testing.T) {
 		if !c.has("ipvs") {
 			continue
 		}
-		t.Run(c.dir, func(t *testing.T) {
+		t.Run(c.name(), func(t *testing.T) {
 			res := compileCase(t, c, false)
 			state := ipvsrules.Build(res.Map)
 			got := ipvsScript(t, res, state)
-			testkit.CompareGolden(t, filepath.Join(c.dir, "ipvs.sh"), got, *update)
+			testkit.CompareGolden(t, c.file("ipvs.sh"), got, *update)
 			if again := ipvsScript(t, compileCase(t, c, true), nil); !bytes.Equal(again, got) {
 				t.Errorf("documents in reverse order give another script:\n%s", lineDiff("forward", got, "reversed", again))
 			}
@@ -58,7 +58,7 @@ func ipvsScript(t *testing.T, res *pipeline.Result, state *ipvssyntax.Node) []by
 		state = ipvsrules.Build(res.Map)
 	}
 	var b bytes.Buffer
-	if err := ipvssyntax.WriteScript(&b, state, ipvssyntax.Header{Node: res.Map.Node.Name}); err != nil {
+	if err := ipvssyntax.WriteScript(&b, state, ipvssyntax.Header{Node: res.Map.Node.Name, Title: res.Map.Header("ipvs")}); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

@@ -36,7 +36,7 @@ func runNFTCase(t *testing.T, c goldenCase) {
 		opts.Previous = prev
 	}
 	got := emitNFT(t, res.Map, opts)
-	testkit.CompareGolden(t, filepath.Join(c.dir, "nftables.nft"), got, *update)
+	testkit.CompareGolden(t, c.file("nftables.nft"), got, *update)
 	if again := emitNFT(t, compileCaseMode(t, c, true, compiler.NFTables).Map, opts); !bytes.Equal(again, got) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
 	}
@@ -68,7 +68,7 @@ func checkMinimalNFT(t *testing.T, c goldenCase, res *pipeline.Result, opts nftp
 	t.Helper()
 	opts.Minimal = true
 	minimal := emitNFT(t, res.Map, opts)
-	testkit.CompareGolden(t, filepath.Join(c.dir, "nftables-minimal.nft"), minimal, *update)
+	testkit.CompareGolden(t, c.file("nftables-minimal.nft"), minimal, *update)
 	left := nftTable(t, res.Map, append(append([]byte(nil), before...), minimal...))
 	var a, b bytes.Buffer
 	if err := nftsyntax.WriteState(&a, left); err != nil {

@@ -237,7 +237,7 @@ var ipvsMode = Mode{
 		"--stages":   "it is for nftables mode",
 	},
 	write: func(w io.Writer, sm *ir.ServiceMap, _ Options) error {
-		return ipvssyntax.WriteScript(w, ipvsrules.Build(sm), ipvssyntax.Header{Node: sm.Node.Name})
+		return ipvssyntax.WriteScript(w, ipvsrules.Build(sm), ipvssyntax.Header{Node: sm.Node.Name, Title: sm.Header("ipvs")})
 	},
 	parts: func(sm *ir.ServiceMap, create func(string, func(io.Writer) error) error) error {
 		return ipvssyntax.WriteSplit(ipvsrules.Build(sm), create)
@@ -245,7 +245,7 @@ var ipvsMode = Mode{
 	tracer: func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
 		built := ipvsrules.Build(sm)
 		var b bytes.Buffer
-		if err := ipvssyntax.WriteScript(&b, built, ipvssyntax.Header{Node: sm.Node.Name}); err != nil {
+		if err := ipvssyntax.WriteScript(&b, built, ipvssyntax.Header{Node: sm.Node.Name, Title: sm.Header("ipvs")}); err != nil {
 			return nil, fmt.Errorf("writing the ipvs script: %w", err)
 		}
 		n, err := ipvssyntax.ParseScript("ipvs script", &b)

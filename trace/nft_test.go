@@ -11,11 +11,11 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// examplesListing is testdata/examples.list of package nft, "nft list ruleset" of the
+// examplesListing is testdata/examples-1.35.list of nftables/syntax, "nft list ruleset" of the
 // examples loaded into a namespace: as text, and parsed.
 func examplesListing(t *testing.T) ([]byte, *nftsyntax.Ruleset) {
 	t.Helper()
-	data, err := os.ReadFile("../nftables/syntax/testdata/examples.list")
+	data, err := os.ReadFile("../nftables/syntax/testdata/examples-1.35.list")
 	if err != nil {
 		t.Fatal(err)
 	}

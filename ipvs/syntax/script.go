@@ -181,6 +181,10 @@ func tools(f model.IPFamily) (ipt, restore, ipFlag, familyNum string) {
 // Header says what the script is for; it goes at the top of the script.
 type Header struct {
 	Node string
+	// Title is the script's first comment, what it is for (ir.ServiceMap.Header:
+	// "kube-proxy v1.37 ipvs rules for node node1 (IPv4), written by svcgen"); ""
+	// says the node and family only.
+	Title string
 }
 
 // WriteScript writes the POSIX shell script that sets the node up as kube-proxy's
@@ -194,7 +198,11 @@ func WriteScript(w io.Writer, n *Node, h Header) error {
 	s := &sh{w: bw}
 	ipt, restore, ipFlag, fam := tools(n.Family)
 	s.raw("#!/bin/sh")
-	s.comment(fmt.Sprintf("kube-proxy's ipvs mode for node %s (%s), written by svcgen compile -m ipvs.", orNone(h.Node), n.Family))
+	title := h.Title
+	if title == "" {
+		title = fmt.Sprintf("kube-proxy's ipvs mode for node %s (%s), written by svcgen", orNone(h.Node), n.Family)
+	}
+	s.comment(title + ".")
 	s.comment("Run it as root. Running it again changes only what differs from this state.")
 	s.raw("set -eu", "")
 	s.serviceComments(n)

@@ -70,6 +70,7 @@ func (c *Change) Empty() bool {
 func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
 	t := rules.NewTable(sm)
 	w := syntax.NewWriter(out, t.Family())
+	w.Header(sm.Header("nftables") + ", a partial sync")
 	Partial(t, opts).Write(w)
 	return w.Flush()
 }

@@ -122,15 +122,11 @@ func sameFixed(have, want *syntax.State) bool {
 	return true
 }
 
-// elementMaps are the containers every sync reconciles element by element (kube-proxy's
-// nftElementStorage).
-var elementMaps = []string{syntax.ClusterIPsSet, syntax.ServiceIPsMap, syntax.FirewallIPsMap, syntax.NoEndpointServicesMap, syntax.NoEndpointNodePorts, syntax.ServiceNodePortsMap}
-
 // elementChanges reconciles the service containers as kube-proxy's nftElementStorage
 // does: a new key is added; a key whose value changed is deleted and added; a key no
 // Service wants any more is deleted.
 func elementChanges(have *syntax.State, want *target) (del, add []*knftables.Element) {
-	for _, name := range elementMaps {
+	for _, name := range rules.ElementContainers {
 		p := have.Container(name)
 		old := map[string]string{}
 		if p != nil {

@@ -56,19 +56,18 @@ type fixedChain struct {
 	when          func(*ir.ServiceMap) bool // nil: always
 }
 
-// fixedChains are the regular chains no jump rule names. (v1.36 drops
-// mark-for-masquerade: a when here.)
+// fixedChains are the regular chains no jump rule names.
 var fixedChains = []fixedChain{
 	{name: syntax.ServicesChain},
 	{name: syntax.ClusterIPsCheck},
 	{name: syntax.MasqueradingChain},
-	{name: syntax.MarkMasqChain},
+	{name: syntax.MarkMasqChain, when: markChain},
 	{name: syntax.FirewallCheck},
 	{name: syntax.RejectChain, comment: "helper for @no-endpoint-services / @no-endpoint-nodeports"},
 }
 
 // container is a set or map every table has; each service port fills the ones in
-// elementContainers. Its type's words: "ADDR" is the family's address type, "TUPLE"
+// ElementContainers. Its type's words: "ADDR" is the family's address type, "TUPLE"
 // "ADDR . inet_proto . inet_service : verdict".
 type container struct {
 	name, typ, comment string
@@ -76,9 +75,9 @@ type container struct {
 	when               func(*ir.ServiceMap) bool // nil: always
 }
 
-// containers in kube-proxy's order. (v1.36's hairpin-connections set and v1.37's
-// localhost-nodeport-reject map are entries here.)
+// containers in kube-proxy's order.
 var containers = []container{
+	{syntax.HairpinSet, "ADDR . ADDR . inet_proto . inet_service", "service hairpin connections", false, inlineMarks},
 	{syntax.ClusterIPsSet, "ADDR", "Active ClusterIPs", false, nil},
 	{syntax.NodePortIPsSet, "ADDR", "IPs that accept NodePort traffic", false, notMatchAll},
 	{syntax.NoEndpointServicesMap, "TUPLE", "vmap to drop or reject packets to services with no endpoints", true, nil},
@@ -90,7 +89,8 @@ var containers = []container{
 
 // fixedRule is a rule of a fixed chain. Its words are written for the table: "IP" is
 // "ip" or "ip6", "MARK" the masquerade mark, "CIDRS" the ServiceCIDRs of the family
-// joined by commas, "NOLOCALHOST" "ip daddr != 127.0.0.0/8" (IPv6 "ip6 daddr != ::1").
+// joined by commas, "NOLOCALHOST" "ip daddr != 127.0.0.0/8" (IPv6 "ip6 daddr != ::1"),
+// "NOTLOCAL" the local-traffic detector's "not from a pod" match.
 type fixedRule struct {
 	chain, words, comment string
 	when                  func(*ir.ServiceMap) bool // nil: always
@@ -100,10 +100,14 @@ type fixedRule struct {
 // writes a fixed rule otherwise changes its entry (v1.36's masquerading chain, v1.37's
 // localhost NodePort rule).
 var fixedRules = []fixedRule{
-	{syntax.MarkMasqChain, "mark set mark or MARK", "", nil},
-	{syntax.MasqueradingChain, "mark and MARK == 0 return", "", nil},
-	{syntax.MasqueradingChain, "mark set mark xor MARK", "", nil},
-	{syntax.MasqueradingChain, "masquerade fully-random", "", nil},
+	{syntax.MarkMasqChain, "mark set mark or MARK", "", markChain},
+	{syntax.MasqueradingChain, "mark and MARK == 0 return", "", markChain},
+	{syntax.MasqueradingChain, "mark set mark xor MARK", "", markChain},
+	{syntax.MasqueradingChain, "masquerade fully-random", "", markChain},
+	// v1.36: marked traffic, and hairpin traffic (a local endpoint reaching itself
+	// through its Service), which no longer goes through a per-endpoint chain.
+	{syntax.MasqueradingChain, "mark and MARK != 0 mark set mark xor MARK masquerade fully-random", "", inlineMarks},
+	{syntax.MasqueradingChain, "ct status dnat IP saddr . IP daddr . meta l4proto . th dport @hairpin-connections masquerade fully-random", "", inlineMarks},
 	{syntax.ClusterIPsCheck, "IP daddr @cluster-ips reject", "Reject traffic to invalid ports of ClusterIPs", nil},
 	{syntax.ClusterIPsCheck, "IP daddr { CIDRS } drop", "Drop traffic to unallocated ClusterIPs", hasServiceCIDRs},
 	{syntax.RejectChain, "reject", "", nil},
@@ -111,6 +115,9 @@ var fixedRules = []fixedRule{
 	{syntax.NodePortEndpointCheck, "NOLOCALHOST meta l4proto . th dport vmap @no-endpoint-nodeports", "", matchAll},
 	{syntax.NodePortEndpointCheck, "IP daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports", "", notMatchAll},
 	{syntax.FirewallCheck, "IP daddr . meta l4proto . th dport vmap @firewall-ips", "", nil},
+	// v1.36: the cluster IPs' masquerade, one rule for every Service.
+	{syntax.ServicesChain, "IP daddr @cluster-ips mark set mark or MARK", "masquerade all clusterIP traffic", inlineMasqueradeAll},
+	{syntax.ServicesChain, "IP daddr @cluster-ips NOTLOCAL mark set mark or MARK", "masquerade clusterIP traffic from outside cluster", inlineMasqueradeOutside},
 	{syntax.ServicesChain, "IP daddr . meta l4proto . th dport vmap @service-ips", "", nil},
 	{syntax.ServicesChain, "fib daddr type local NOLOCALHOST meta l4proto . th dport vmap @service-nodeports", "", matchAll},
 	{syntax.ServicesChain, "IP daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports", "", notMatchAll},
@@ -120,6 +127,19 @@ var fixedRules = []fixedRule{
 func matchAll(sm *ir.ServiceMap) bool        { return sm.NodePorts.MatchAll }
 func notMatchAll(sm *ir.ServiceMap) bool     { return !sm.NodePorts.MatchAll }
 func hasServiceCIDRs(sm *ir.ServiceMap) bool { return len(sm.ServiceCIDRs) > 0 }
+
+// inlineMarks: the release marks for masquerade in the rule (v1.36); markChain: it
+// jumps to mark-for-masquerade (before).
+func inlineMarks(sm *ir.ServiceMap) bool { return sm.Target.Layout.NFTInlineMasquerade }
+func markChain(sm *ir.ServiceMap) bool   { return !inlineMarks(sm) }
+
+// inlineMasqueradeAll and inlineMasqueradeOutside choose v1.36's one cluster-IP
+// masquerade rule: every packet with masqueradeAll, else (with a local-traffic
+// detector) what does not come from a pod.
+func inlineMasqueradeAll(sm *ir.ServiceMap) bool { return inlineMarks(sm) && sm.MasqueradeAll }
+func inlineMasqueradeOutside(sm *ir.ServiceMap) bool {
+	return inlineMarks(sm) && !sm.MasqueradeAll && sm.LocalDetector.Implemented()
+}
 
 // applies reports whether a table entry's condition holds for sm.
 func applies(when func(*ir.ServiceMap) bool, sm *ir.ServiceMap) bool { return when == nil || when(sm) }
@@ -212,6 +232,8 @@ func (b *builder) words(template string) []byte {
 			t.W(b.mark)
 		case "NOLOCALHOST":
 			t.W(b.noLocalhost())
+		case "NOTLOCAL":
+			t.W(b.notLocal)
 		case "CIDRS":
 			cidrs := make([]string, len(b.sm.ServiceCIDRs))
 			for i, c := range b.sm.ServiceCIDRs {

@@ -22,6 +22,7 @@ type portPlan struct {
 	usesFW                             bool
 	internalChain, externalPolicyChain string
 	internalVerdict, externalVerdict   string // "" when traffic has somewhere to go
+	endpointChains                     bool   // see builder.endpointChains
 	// comment is the comment of the port's no-endpoint elements: the service port
 	// (v1.37 cuts it to knftables.CommentLengthMax).
 	comment *string
@@ -68,8 +69,19 @@ func (b *builder) plan(p *ir.Port) *portPlan {
 		pp.externalPolicyChain = pp.local
 	}
 	pp.internalVerdict, pp.externalVerdict = verdict(p.Internal()), verdict(p.External())
-	pp.comment = &pp.spn
+	comment := pp.spn
+	if max := b.sm.Target.Layout.NFTElementCommentMax; max > 0 && len(comment) > max {
+		comment = comment[:max] // v1.37: knftables.CommentLengthMax
+	}
+	pp.comment = &comment
+	pp.endpointChains = b.endpointChains(pp)
 	return pp
+}
+
+// endpointChains: the port's endpoints have chains of their own. From v1.36 only
+// ClientIP affinity needs them; otherwise the policy chain DNATs itself.
+func (b *builder) endpointChains(pp *portPlan) bool {
+	return !b.sm.Target.Layout.NFTNumgenDNAT || pp.p.AffinitySeconds > 0
 }
 
 // affinitySet is the ClientIP affinity set of an endpoint: its chain's name with the
@@ -92,8 +104,10 @@ func verdict(r ir.Route) string {
 // eachChain calls f with every chain of the port. (Internal traffic with somewhere to
 // go goes to the Cluster or Local chain, which the port then has: see ir.Port.Internal.)
 func (pp *portPlan) eachChain(f func(name string, c portChain)) {
-	for _, i := range pp.p.Reachable {
-		f(pp.endpoints[i], portChain{endpointChain, i})
+	if pp.endpointChains {
+		for _, i := range pp.p.Reachable {
+			f(pp.endpoints[i], portChain{endpointChain, i})
+		}
 	}
 	if pp.usesCluster {
 		f(pp.cluster, portChain{kind: clusterChain})
@@ -143,15 +157,20 @@ func (b *builder) chainRules(pp *portPlan, c portChain, out syntax.RuleSink) {
 }
 
 // masquerade appends what marks a packet for masquerading to a rule: v1.34/v1.35 jump
-// to mark-for-masquerade. It is the one place a port's rules do it (v1.36 marks inline).
+// to mark-for-masquerade, v1.36 sets the mark in the rule. It is the one place a
+// port's rules do it.
 func (b *builder) masquerade(t *syntax.Text) *syntax.Text {
+	if b.sm.Target.Layout.NFTInlineMasquerade {
+		return t.W("mark set mark or", b.mark)
+	}
 	return t.W("jump", syntax.MarkMasqChain)
 }
 
 // policyRules: the chain internal traffic goes to first masquerades cluster-IP traffic
 // from outside the cluster (or all of it); then every policy chain picks an endpoint.
 func (b *builder) policyRules(pp *portPlan, chain string, idx []int, out syntax.RuleSink) {
-	if chain == pp.internalChain && pp.internalVerdict == "" {
+	// (From v1.36 one rule in the services chain does it for every cluster IP.)
+	if chain == pp.internalChain && pp.internalVerdict == "" && !b.sm.Target.Layout.NFTInlineMasquerade {
 		switch {
 		case b.sm.MasqueradeAll:
 			out(chain, b.masquerade(b.text.Reset().W(b.ipX, "daddr", pp.cip)).Bytes(), "")
@@ -167,7 +186,11 @@ func (b *builder) policyRules(pp *portPlan, chain string, idx []int, out syntax.
 func (b *builder) externalRules(pp *portPlan, out syntax.RuleSink) {
 	t := &b.text
 	if !pp.p.ExternalPolicyLocal {
-		out(pp.external, b.masquerade(t.Reset()).Bytes(), "")
+		comment := ""
+		if b.sm.Target.Layout.NFTInlineMasquerade {
+			comment = "masquerade"
+		}
+		out(pp.external, b.masquerade(t.Reset()).Bytes(), comment)
 	} else {
 		if b.sm.LocalDetector.Implemented() {
 			out(pp.external, t.Reset().W(b.local, "goto", pp.cluster).Bytes(), "short-circuit pod traffic")
@@ -200,10 +223,15 @@ func (b *builder) firewallRule(pp *portPlan, out syntax.RuleSink) {
 }
 
 // dispatch spreads a policy chain over endpoints with "numgen random mod N vmap",
-// after the affinity checks. It is the one place that picks an endpoint (v1.36 DNATs
-// here with a numgen map when there is no affinity; v1.37 a lone endpoint directly).
+// after the affinity checks. It is the one place that picks an endpoint: from v1.36,
+// without affinity, it DNATs itself with a numgen map (v1.37: a lone endpoint
+// directly, "dnat to IP:port").
 func (b *builder) dispatch(pp *portPlan, chain string, idx []int, out syntax.RuleSink) {
 	t := &b.text
+	if !pp.endpointChains {
+		b.dnat(pp, chain, idx, out)
+		return
+	}
 	if pp.p.AffinitySeconds > 0 {
 		for _, i := range idx {
 			out(chain, t.Reset().W(b.ipX, "saddr").At(pp.affinitySet(i)).W("goto", pp.endpoints[i]).Bytes(), "")
@@ -219,18 +247,45 @@ func (b *builder) dispatch(pp *portPlan, chain string, idx []int, out syntax.Rul
 	out(chain, t.W("}").Bytes(), "")
 }
 
-// endpointRules: masquerade hairpin traffic, remember the client for affinity, DNAT.
+// dnat DNATs to the endpoints without endpoint chains (v1.36): "meta l4proto tcp dnat
+// ip addr . port to numgen random mod 2 map { 0 : 10.1.0.5 . 80 , 1 : ... }", or, in
+// v1.37, for one endpoint, "meta l4proto tcp dnat to 10.1.0.5:80".
+func (b *builder) dnat(pp *portPlan, chain string, idx []int, out syntax.RuleSink) {
+	t := b.text.Reset().W("meta l4proto", pp.proto)
+	if len(idx) == 1 && b.sm.Target.Layout.NFTSingleEndpointDNAT {
+		ep := pp.p.Endpoints[idx[0]]
+		out(chain, t.W("dnat to").AddrPort(netip.AddrPortFrom(ep.IP, ep.Port)).Bytes(), "")
+		return
+	}
+	t.W("dnat", b.ipX, "addr . port to numgen random mod").Int(len(idx)).W("map {")
+	for k, i := range idx {
+		if k > 0 {
+			t.W(",")
+		}
+		ep := pp.p.Endpoints[i]
+		t.Int(k).W(":").Addr(ep.IP).W(".").Int(int(ep.Port))
+	}
+	out(chain, t.W("}").Bytes(), "")
+}
+
+// endpointRules: masquerade hairpin traffic (before v1.36; after, the masquerading
+// chain does, with the hairpin-connections set), remember the client for affinity,
+// DNAT.
 func (b *builder) endpointRules(pp *portPlan, i int, out syntax.RuleSink) {
 	ep, chain, t := pp.p.Endpoints[i], pp.endpoints[i], &b.text
-	out(chain, b.masquerade(t.Reset().W(b.ipX, "saddr").Addr(ep.IP)).Bytes(), "")
+	if !b.sm.Target.Layout.NFTInlineMasquerade {
+		out(chain, b.masquerade(t.Reset().W(b.ipX, "saddr").Addr(ep.IP)).Bytes(), "")
+	}
 	if pp.p.AffinitySeconds > 0 {
 		out(chain, t.Reset().W("update").At(pp.affinitySet(i)).W("{", b.ipX, "saddr", "}").Bytes(), "")
 	}
 	out(chain, t.Reset().W("meta l4proto", pp.proto, "dnat to").AddrPort(netip.AddrPortFrom(ep.IP, ep.Port)).Bytes(), "")
 }
 
-// elementContainers are the sets and maps that service ports fill.
-var elementContainers = []string{syntax.ClusterIPsSet, syntax.ServiceIPsMap, syntax.NoEndpointServicesMap, syntax.FirewallIPsMap, syntax.ServiceNodePortsMap, syntax.NoEndpointNodePorts}
+// ElementContainers are the sets and maps that service ports fill, which every sync
+// reconciles element by element (kube-proxy's nftElementStorage), in the order a
+// partial sync writes their changes.
+var ElementContainers = []string{syntax.ClusterIPsSet, syntax.ServiceIPsMap, syntax.FirewallIPsMap, syntax.NoEndpointServicesMap, syntax.NoEndpointNodePorts, syntax.ServiceNodePortsMap, syntax.HairpinSet}
 
 // elements makes the port's elements of one set or map (kube-proxy writes these on
 // every sync): for each, the cluster IP first, then external IPs, then load-balancer
@@ -276,6 +331,16 @@ func (b *builder) elements(pp *portPlan, container string, out func(*knftables.E
 	case syntax.ServiceNodePortsMap:
 		if p.NodePort != 0 && p.HasEndpoints {
 			out(&knftables.Element{Map: syntax.ServiceNodePortsMap, Key: []string{pp.proto, strconv.Itoa(int(p.NodePort))}, Value: []string{goTo(pp.external)}})
+		}
+	case syntax.HairpinSet:
+		// v1.36: each endpoint on this node, reaching itself through its Service.
+		if b.sm.Target.Layout.NFTInlineMasquerade {
+			for _, i := range p.Reachable {
+				if ep := p.Endpoints[i]; ep.Local {
+					ip, port := ep.IP.String(), strconv.Itoa(int(ep.Port))
+					out(&knftables.Element{Set: syntax.HairpinSet, Key: []string{ip, ip, pp.proto, port}})
+				}
+			}
 		}
 	case syntax.NoEndpointNodePorts:
 		if p.NodePort != 0 && pp.externalVerdict != "" {

@@ -181,7 +181,7 @@ func TestScriptAsKnftables(t *testing.T) {
 	} {
 		st := Build(sm)
 		want := knftablesText(st.Family, append(syntax.ReplaceTable(st.Table), syntax.Adds(st.Objects())...))
-		if got := string(write(t, sm, Options{})); got != want {
+		if got := string(nfttest.Body(write(t, sm, Options{}))); got != want {
 			t.Errorf("the script (%d bytes) is not knftables' text of the table (%d bytes)", len(got), len(want))
 		}
 		if got, want := NewTable(sm).Objects(), len(st.Objects()); got != want {

@@ -115,11 +115,30 @@ func (t *Table) Elements(name string, out func(*knftables.Element)) {
 			out(e)
 		}
 	}
-	if !slices.Contains(elementContainers, name) {
+	t.portElements(name, out)
+}
+
+// portElements makes every port's elements of a set or map, in service-map order.
+func (t *Table) portElements(name string, out func(*knftables.Element)) {
+	if !slices.Contains(ElementContainers, name) {
 		return
+	}
+	if name == syntax.HairpinSet {
+		out = once(out) // two Services may share an endpoint (and so its element)
 	}
 	for _, pp := range t.ports {
 		t.b.elements(pp, name, out)
+	}
+}
+
+// once passes on each element the first time its key comes.
+func once(out func(*knftables.Element)) func(*knftables.Element) {
+	seen := map[string]bool{}
+	return func(e *knftables.Element) {
+		if k := strings.Join(e.Key, " . "); !seen[k] {
+			seen[k] = true
+			out(e)
+		}
 	}
 }
 
@@ -136,10 +155,8 @@ func (t *Table) State() *syntax.State {
 	for _, s := range t.sets {
 		st.AddSet(s)
 	}
-	for _, name := range elementContainers {
-		for _, pp := range t.ports {
-			t.b.elements(pp, name, st.AddElement)
-		}
+	for _, name := range ElementContainers {
+		t.portElements(name, st.AddElement)
 	}
 	return st
 }

@@ -50,6 +50,7 @@ type Options struct {
 func Write(out io.Writer, sm *ir.ServiceMap, opts Options) error {
 	t := NewTable(sm)
 	w := syntax.NewWriter(out, t.Family())
+	w.Header(sm.Header("nftables"))
 	if opts.Stages {
 		w.Staged(t.Stages())
 	} else {

@@ -172,8 +172,11 @@ func group(toks []string, start int) (entries []string, end int) {
 }
 
 // respellings are what nft's listing writes for what kube-proxy (knftables) writes,
-// token by token: the mark expressions.
+// token by token: the mark expressions, and v1.36's DNAT through a numgen map, whose
+// "addr . port" nft leaves out.
 var respellings = []struct{ listed, written []string }{
+	{[]string{"dnat", "ip", "to", "numgen"}, []string{"dnat", "ip", "addr", ".", "port", "to", "numgen"}},
+	{[]string{"dnat", "ip6", "to", "numgen"}, []string{"dnat", "ip6", "addr", ".", "port", "to", "numgen"}},
 	{[]string{"meta", "mark", "set", "meta", "mark", "|"}, []string{"mark", "set", "mark", "or"}},
 	{[]string{"meta", "mark", "set", "meta", "mark", "^"}, []string{"mark", "set", "mark", "xor"}},
 	{[]string{"meta", "mark", "set", "meta", "mark", "&"}, []string{"mark", "set", "mark", "and"}},

@@ -37,8 +37,9 @@ const (
 	ClusterIPsCheck       = "cluster-ips-check"
 	FirewallIPsMap        = "firewall-ips"
 	FirewallCheck         = "firewall-check"
-	MarkMasqChain         = "mark-for-masquerade"
+	MarkMasqChain         = "mark-for-masquerade" // before v1.36
 	MasqueradingChain     = "masquerading"
+	HairpinSet            = "hairpin-connections" // v1.36
 )
 
 // CommitChain is the chain that each of apply's transactions adds and deletes again at

@@ -86,6 +86,27 @@ type Writer struct {
 	buf    []byte
 	err    error
 	counts Counts
+	// header is a comment line written before the first line, if any line is.
+	header string
+}
+
+// Header has the output start with "# text" once anything is written (after a staged
+// script's "#!/bin/sh"): an output that turns out empty stays empty. text must hold no
+// newline.
+func (w *Writer) Header(text string) {
+	if strings.ContainsAny(text, "\n\r") {
+		w.fail(fmt.Errorf("header %q holds a newline", text))
+		return
+	}
+	w.header = text
+}
+
+// begin writes the header before the first line.
+func (w *Writer) begin() {
+	if w.header != "" {
+		w.buf = append(append(append(w.buf, "# "...), w.header...), '\n')
+		w.header = ""
+	}
 }
 
 // lineFormat writes one operation's line for a family.
@@ -108,6 +129,7 @@ func NewWriter(out io.Writer, family knftables.Family) *Writer {
 
 // Op writes one operation.
 func (w *Writer) Op(verb string, o knftables.Object) {
+	w.begin()
 	var err error
 	w.buf, err = w.lines.appendOp(w.buf, verb, o)
 	if err != nil {
@@ -164,6 +186,7 @@ func (w *Writer) Counts() Counts { return w.counts }
 
 // Chain writes "add chain FAMILY kube-proxy NAME" for a regular chain.
 func (w *Writer) Chain(name string) {
+	w.begin()
 	w.buf = w.lines.appendChain(w.buf, name)
 	w.counts.Chains++
 	w.end()
@@ -172,6 +195,7 @@ func (w *Writer) Chain(name string) {
 // Rule writes "add rule FAMILY kube-proxy CHAIN RULE [comment "..."]"; it is a
 // RuleSink.
 func (w *Writer) Rule(chain string, text []byte, comment string) {
+	w.begin()
 	w.buf = w.lines.appendRule(w.buf, chain, text, comment)
 	w.counts.Rules++
 	w.end()
@@ -180,6 +204,7 @@ func (w *Writer) Rule(chain string, text []byte, comment string) {
 // Element writes "add element FAMILY kube-proxy NAME { KEY [comment "..."] [: VALUE] }"
 // for a plain element (see Op for the others).
 func (w *Writer) Element(e *knftables.Element) {
+	w.begin()
 	w.buf = w.lines.appendElement(w.buf, e)
 	w.counts.Elements++
 	w.end()
@@ -189,9 +214,8 @@ func (w *Writer) Element(e *knftables.Element) {
 // call, and its comment ("" for none).
 type RuleSink func(chain string, text []byte, comment string)
 
-// stagedHeader starts a staged shell script.
-const stagedHeader = `#!/bin/sh
-# kube-proxy's nftables table, loaded in stages (svcgen compile --stages): regular chains,
+// stagedHeader starts a staged shell script (after "#!/bin/sh" and the header).
+const stagedHeader = `# kube-proxy's nftables table, loaded in stages (svcgen compile --stages): regular chains,
 # sets and maps; their rules (those with anonymous sets apart); the set and map
 # elements; then the base chains that hook the table into netfilter. Not atomic: see
 # svcgen's README.
@@ -205,6 +229,8 @@ const stageTag = "SVCGEN_STAGE_"
 // its own, in order, stopping at the first that fails. Parse passes over its shell
 // lines (isShellLine).
 func (w *Writer) Staged(stages []func(*Writer)) {
+	w.raw("#!/bin/sh\n")
+	w.begin()
 	w.raw(stagedHeader)
 	for i, stage := range stages {
 		tag := stageTag + strconv.Itoa(i+1)

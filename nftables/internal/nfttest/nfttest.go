@@ -16,18 +16,40 @@ import (
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/release"
 )
 
-// Compile compiles manifests given as text for nftables mode, as the command does.
+// Compile compiles manifests given as text for nftables mode, as the command does,
+// for the newest release.
 func Compile(tb testing.TB, manifests string) *ir.ServiceMap {
 	tb.Helper()
-	return testkit.Compile(tb, "test.yaml", manifests, pipeline.Settings{Mode: compiler.NFTables}).Map
+	return CompileFor(tb, "", manifests)
+}
+
+// CompileFor is Compile for a kube-proxy release ("1.35"; "" for the newest).
+func CompileFor(tb testing.TB, version, manifests string) *ir.ServiceMap {
+	tb.Helper()
+	s := pipeline.Settings{Mode: compiler.NFTables}
+	if version != "" {
+		r, err := release.Parse(version)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.Release = r
+	}
+	return testkit.Compile(tb, "test.yaml", manifests, s).Map
 }
 
 // Examples compiles the repository's examples for nftables mode, each edit (old, new)
 // made once in their text first; an edit that finds nothing fails the test (the
 // examples changed).
 func Examples(tb testing.TB, edits ...[2]string) *ir.ServiceMap {
+	tb.Helper()
+	return ExamplesFor(tb, "", edits...)
+}
+
+// ExamplesFor is Examples for a kube-proxy release ("" for the newest).
+func ExamplesFor(tb testing.TB, version string, edits ...[2]string) *ir.ServiceMap {
 	tb.Helper()
 	_, here, _, _ := runtime.Caller(0)
 	dir := filepath.Join(filepath.Dir(here), "../../../examples")
@@ -47,7 +69,7 @@ func Examples(tb testing.TB, edits ...[2]string) *ir.ServiceMap {
 		}
 		manifests = strings.Replace(manifests, e[0], e[1], 1)
 	}
-	return Compile(tb, manifests)
+	return CompileFor(tb, version, manifests)
 }
 
 // Text is what write writes.
@@ -58,4 +80,15 @@ func Text(tb testing.TB, write func(io.Writer) error) []byte {
 		tb.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// Body is a script without the header comment that names what it was written for
+// (its first line, when it is a comment).
+func Body(script []byte) []byte {
+	if bytes.HasPrefix(script, []byte("# ")) {
+		if i := bytes.IndexByte(script, '\n'); i >= 0 {
+			return script[i+1:]
+		}
+	}
+	return script
 }

@@ -1,11 +1,12 @@
 #!/bin/sh
-# kube-proxy's ipvs mode for node node1 (IPv4), written by svcgen compile -m ipvs.
+# kube-proxy v1.37 ipvs rules for node node1 (IPv4), written by svcgen.
 # Run it as root. Running it again changes only what differs from this state.
 set -eu
 
 # Virtual servers:
-#   TCP 198.19.0.20:5432  shop/external-db:pg cluster IP
-#   TCP 198.19.0.21:443  shop/api cluster IP
+#   TCP 198.18.0.1:30080  shop/web:http node port
+#   TCP 198.18.5.5:80  shop/web:http load-balancer IP
+#   TCP 198.19.0.10:80  shop/web:http cluster IP
 
 # Kernel settings (kube-proxy's NewProxier).
 sysctl -q -w net.ipv4.vs.conntrack=1
@@ -19,8 +20,8 @@ case "$(uname -r)" in 4.[1-9]*|5.[0-8].*) sysctl -q -w net.ipv4.vs.conn_reuse_mo
 ip link show kube-ipvs0 >/dev/null 2>&1 || ip link add kube-ipvs0 type dummy
 {
 cat <<'SVCGEN_ADDRESSES'
-198.19.0.20/32
-198.19.0.21/32
+198.18.5.5/32
+198.19.0.10/32
 SVCGEN_ADDRESSES
 echo %%
 ip -o -4 addr show dev kube-ipvs0
@@ -34,13 +35,12 @@ ipset destroy svcgen-tmp 2>/dev/null || :
 ipset restore -exist <<'SVCGEN_IPSET'
 create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port,ip family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.30.2,tcp:5432,198.18.30.2
+add svcgen-tmp 198.18.1.11,tcp:8080,198.18.1.11
 swap svcgen-tmp KUBE-LOOP-BACK
 destroy svcgen-tmp
 create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.19.0.20,tcp:5432
-add svcgen-tmp 198.19.0.21,tcp:443
+add svcgen-tmp 198.19.0.10,tcp:80
 swap svcgen-tmp KUBE-CLUSTER-IP
 destroy svcgen-tmp
 create KUBE-EXTERNAL-IP hash:ip,port family inet hashsize 1024 maxelem 65536
@@ -53,30 +53,37 @@ swap svcgen-tmp KUBE-EXTERNAL-IP-LOCAL
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
+add svcgen-tmp 198.18.5.5,tcp:80
 swap svcgen-tmp KUBE-LOAD-BALANCER
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-FW hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
+add svcgen-tmp 198.18.5.5,tcp:80
 swap svcgen-tmp KUBE-LOAD-BALANCER-FW
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
+add svcgen-tmp 198.18.5.5,tcp:80
 swap svcgen-tmp KUBE-LOAD-BALANCER-LOCAL
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port,ip family inet hashsize 1024 maxelem 65536
+add svcgen-tmp 198.18.5.5,tcp:80,198.18.5.5
 swap svcgen-tmp KUBE-LOAD-BALANCER-SOURCE-IP
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port,net family inet hashsize 1024 maxelem 65536
+add svcgen-tmp 198.18.5.5,tcp:80,198.18.0.0/24
 swap svcgen-tmp KUBE-LOAD-BALANCER-SOURCE-CIDR
 destroy svcgen-tmp
 create KUBE-NODE-PORT-TCP bitmap:port range 0-65535
 create svcgen-tmp bitmap:port range 0-65535
+add svcgen-tmp 30080
 swap svcgen-tmp KUBE-NODE-PORT-TCP
 destroy svcgen-tmp
 create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535
 create svcgen-tmp bitmap:port range 0-65535
+add svcgen-tmp 30080
 swap svcgen-tmp KUBE-NODE-PORT-LOCAL-TCP
 destroy svcgen-tmp
 create KUBE-NODE-PORT-UDP bitmap:port range 0-65535
@@ -97,12 +104,13 @@ swap svcgen-tmp KUBE-NODE-PORT-LOCAL-SCTP-HASH
 destroy svcgen-tmp
 create KUBE-HEALTH-CHECK-NODE-PORT bitmap:port range 0-65535
 create svcgen-tmp bitmap:port range 0-65535
+add svcgen-tmp 30999
 swap svcgen-tmp KUBE-HEALTH-CHECK-NODE-PORT
 destroy svcgen-tmp
 create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.19.0.20
-add svcgen-tmp 198.19.0.21
+add svcgen-tmp 198.18.5.5
+add svcgen-tmp 198.19.0.10
 swap svcgen-tmp KUBE-IPVS-IPS
 destroy svcgen-tmp
 SVCGEN_IPSET
@@ -236,11 +244,13 @@ END {
 }'
 {
 cat <<'SVCGEN_IPVS'
--A -t 198.19.0.20:5432 -s rr
--a -t 198.19.0.20:5432 -r 198.18.30.1:5432 -m -w 1
--a -t 198.19.0.20:5432 -r 198.18.30.2:5432 -m -w 1
--A -t 198.19.0.21:443 -s rr
--a -t 198.19.0.21:443 -r 198.18.40.2:8443 -m -w 1
+-A -t 198.18.0.1:30080 -s rr
+-a -t 198.18.0.1:30080 -r 198.18.1.11:8080 -m -w 1
+-A -t 198.18.5.5:80 -s rr
+-a -t 198.18.5.5:80 -r 198.18.1.11:8080 -m -w 1
+-A -t 198.19.0.10:80 -s rr
+-a -t 198.19.0.10:80 -r 198.18.1.11:8080 -m -w 1
+-a -t 198.19.0.10:80 -r 198.18.2.12:8080 -m -w 1
 SVCGEN_IPVS
 echo %%
 ipvsadm -Sn
@@ -258,10 +268,15 @@ iptables-restore -w --noflush <<'SVCGEN_IPTABLES'
 :KUBE-MARK-MASQ - [0:0]
 -A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN
 -A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE
--A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER
+-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN
+-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN
+-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -i cbr0 -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 -A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
+-A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT
 -A KUBE-POSTROUTING -m mark ! --mark 0x00004000/0x00004000 -j RETURN
 -A KUBE-POSTROUTING -j MARK --xor-mark 0x00004000
 -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
@@ -274,6 +289,9 @@ COMMIT
 :KUBE-SOURCE-RANGES-FIREWALL - [0:0]
 :KUBE-IPVS-FILTER - [0:0]
 :KUBE-IPVS-OUT-FILTER - [0:0]
+-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
+-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN
+-A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN
 -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x00004000/0x00004000 -j ACCEPT
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT

@@ -1,5 +1,5 @@
 #!/bin/sh
-# kube-proxy's ipvs mode for node node1 (IPv4), written by svcgen compile -m ipvs.
+# kube-proxy v1.36 ipvs rules for node node1 (IPv4), written by svcgen.
 # Run it as root. Running it again changes only what differs from this state.
 set -eu
 
@@ -272,15 +272,15 @@ iptables-restore -w --noflush <<'SVCGEN_IPTABLES'
 -A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN
 -A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN
 -A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ
--A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -s 198.18.1.0/24 -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 -A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
 -A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT
--A KUBE-POSTROUTING -m mark ! --mark 0x00004000/0x00004000 -j RETURN
--A KUBE-POSTROUTING -j MARK --xor-mark 0x00004000
+-A KUBE-POSTROUTING -m mark ! --mark 0x00100000/0x00100000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --xor-mark 0x00100000
 -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
--A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x00100000
 COMMIT
 *filter
 :KUBE-FORWARD - [0:0]
@@ -293,7 +293,7 @@ COMMIT
 -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN
 -A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN
 -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
--A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x00004000/0x00004000 -j ACCEPT
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x00100000/0x00100000 -j ACCEPT
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
 -A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j ACCEPT
 -A KUBE-IPVS-FILTER -m set --match-set KUBE-LOAD-BALANCER dst,dst -j RETURN

@@ -1,12 +1,12 @@
 #!/bin/sh
-# kube-proxy's ipvs mode for node node1 (IPv4), written by svcgen compile -m ipvs.
+# kube-proxy v1.36 ipvs rules for node node1 (IPv4), written by svcgen.
 # Run it as root. Running it again changes only what differs from this state.
 set -eu
 
 # Virtual servers:
-#   TCP 198.18.0.1:30080  shop/web:http node port
-#   TCP 198.18.5.5:80  shop/web:http load-balancer IP
-#   TCP 198.19.0.10:80  shop/web:http cluster IP
+#   TCP 198.18.0.1:32266  default/hello-service2:http node port
+#   TCP 198.19.43.152:12345  default/hello-service:http cluster IP
+#   TCP 198.19.82.255:23456  default/hello-service2:http cluster IP
 
 # Kernel settings (kube-proxy's NewProxier).
 sysctl -q -w net.ipv4.vs.conntrack=1
@@ -20,8 +20,8 @@ case "$(uname -r)" in 4.[1-9]*|5.[0-8].*) sysctl -q -w net.ipv4.vs.conn_reuse_mo
 ip link show kube-ipvs0 >/dev/null 2>&1 || ip link add kube-ipvs0 type dummy
 {
 cat <<'SVCGEN_ADDRESSES'
-198.18.5.5/32
-198.19.0.10/32
+198.19.43.152/32
+198.19.82.255/32
 SVCGEN_ADDRESSES
 echo %%
 ip -o -4 addr show dev kube-ipvs0
@@ -36,11 +36,13 @@ ipset restore -exist <<'SVCGEN_IPSET'
 create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port,ip family inet hashsize 1024 maxelem 65536
 add svcgen-tmp 198.18.1.11,tcp:8080,198.18.1.11
+add svcgen-tmp 198.18.1.13,tcp:8080,198.18.1.13
 swap svcgen-tmp KUBE-LOOP-BACK
 destroy svcgen-tmp
 create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.19.0.10,tcp:80
+add svcgen-tmp 198.19.43.152,tcp:12345
+add svcgen-tmp 198.19.82.255,tcp:23456
 swap svcgen-tmp KUBE-CLUSTER-IP
 destroy svcgen-tmp
 create KUBE-EXTERNAL-IP hash:ip,port family inet hashsize 1024 maxelem 65536
@@ -53,37 +55,31 @@ swap svcgen-tmp KUBE-EXTERNAL-IP-LOCAL
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.5.5,tcp:80
 swap svcgen-tmp KUBE-LOAD-BALANCER
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-FW hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.5.5,tcp:80
 swap svcgen-tmp KUBE-LOAD-BALANCER-FW
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-LOCAL hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.5.5,tcp:80
 swap svcgen-tmp KUBE-LOAD-BALANCER-LOCAL
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port,ip family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.5.5,tcp:80,198.18.5.5
 swap svcgen-tmp KUBE-LOAD-BALANCER-SOURCE-IP
 destroy svcgen-tmp
 create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port,net family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.5.5,tcp:80,198.18.0.0/24
 swap svcgen-tmp KUBE-LOAD-BALANCER-SOURCE-CIDR
 destroy svcgen-tmp
 create KUBE-NODE-PORT-TCP bitmap:port range 0-65535
 create svcgen-tmp bitmap:port range 0-65535
-add svcgen-tmp 30080
+add svcgen-tmp 32266
 swap svcgen-tmp KUBE-NODE-PORT-TCP
 destroy svcgen-tmp
 create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535
 create svcgen-tmp bitmap:port range 0-65535
-add svcgen-tmp 30080
 swap svcgen-tmp KUBE-NODE-PORT-LOCAL-TCP
 destroy svcgen-tmp
 create KUBE-NODE-PORT-UDP bitmap:port range 0-65535
@@ -104,13 +100,12 @@ swap svcgen-tmp KUBE-NODE-PORT-LOCAL-SCTP-HASH
 destroy svcgen-tmp
 create KUBE-HEALTH-CHECK-NODE-PORT bitmap:port range 0-65535
 create svcgen-tmp bitmap:port range 0-65535
-add svcgen-tmp 30999
 swap svcgen-tmp KUBE-HEALTH-CHECK-NODE-PORT
 destroy svcgen-tmp
 create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.5.5
-add svcgen-tmp 198.19.0.10
+add svcgen-tmp 198.19.43.152
+add svcgen-tmp 198.19.82.255
 swap svcgen-tmp KUBE-IPVS-IPS
 destroy svcgen-tmp
 SVCGEN_IPSET
@@ -244,13 +239,15 @@ END {
 }'
 {
 cat <<'SVCGEN_IPVS'
--A -t 198.18.0.1:30080 -s rr
--a -t 198.18.0.1:30080 -r 198.18.1.11:8080 -m -w 1
--A -t 198.18.5.5:80 -s rr
--a -t 198.18.5.5:80 -r 198.18.1.11:8080 -m -w 1
--A -t 198.19.0.10:80 -s rr
--a -t 198.19.0.10:80 -r 198.18.1.11:8080 -m -w 1
--a -t 198.19.0.10:80 -r 198.18.2.12:8080 -m -w 1
+-A -t 198.18.0.1:32266 -s rr
+-a -t 198.18.0.1:32266 -r 198.18.1.11:8080 -m -w 1
+-a -t 198.18.0.1:32266 -r 198.18.2.12:8080 -m -w 1
+-A -t 198.19.43.152:12345 -s rr
+-a -t 198.19.43.152:12345 -r 198.18.1.11:8080 -m -w 1
+-a -t 198.19.43.152:12345 -r 198.18.2.12:8080 -m -w 1
+-A -t 198.19.82.255:23456 -s rr
+-a -t 198.19.82.255:23456 -r 198.18.1.11:8080 -m -w 1
+-a -t 198.19.82.255:23456 -r 198.18.2.12:8080 -m -w 1
 SVCGEN_IPVS
 echo %%
 ipvsadm -Sn
@@ -268,19 +265,15 @@ iptables-restore -w --noflush <<'SVCGEN_IPTABLES'
 :KUBE-MARK-MASQ - [0:0]
 -A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN
 -A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE
--A KUBE-SERVICES -m comment --comment "Kubernetes service lb portal" -m set --match-set KUBE-LOAD-BALANCER dst,dst -j KUBE-LOAD-BALANCER
--A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN
--A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN
 -A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ
--A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -s 198.18.0.0/15 -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 -A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
--A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT
--A KUBE-POSTROUTING -m mark ! --mark 0x00100000/0x00100000 -j RETURN
--A KUBE-POSTROUTING -j MARK --xor-mark 0x00100000
+-A KUBE-POSTROUTING -m mark ! --mark 0x00004000/0x00004000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --xor-mark 0x00004000
 -A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
--A KUBE-MARK-MASQ -j MARK --or-mark 0x00100000
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000
 COMMIT
 *filter
 :KUBE-FORWARD - [0:0]
@@ -289,11 +282,8 @@ COMMIT
 :KUBE-SOURCE-RANGES-FIREWALL - [0:0]
 :KUBE-IPVS-FILTER - [0:0]
 :KUBE-IPVS-OUT-FILTER - [0:0]
--A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
--A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source cidr for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-CIDR dst,dst,src -j RETURN
--A KUBE-SOURCE-RANGES-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port + source IP for packet filter purpose" -m set --match-set KUBE-LOAD-BALANCER-SOURCE-IP dst,dst,src -j RETURN
 -A KUBE-SOURCE-RANGES-FIREWALL -j DROP
--A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x00100000/0x00100000 -j ACCEPT
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x00004000/0x00004000 -j ACCEPT
 -A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
 -A KUBE-NODE-PORT -m comment --comment "Kubernetes health check node port" -m set --match-set KUBE-HEALTH-CHECK-NODE-PORT dst -j ACCEPT
 -A KUBE-IPVS-FILTER -m set --match-set KUBE-LOAD-BALANCER dst,dst -j RETURN

@@ -1,12 +1,11 @@
 #!/bin/sh
-# kube-proxy's ipvs mode for node node1 (IPv4), written by svcgen compile -m ipvs.
+# kube-proxy v1.35 ipvs rules for node node1 (IPv4), written by svcgen.
 # Run it as root. Running it again changes only what differs from this state.
 set -eu
 
 # Virtual servers:
-#   TCP 198.18.0.1:32266  default/hello-service2:http node port
-#   TCP 198.19.43.152:12345  default/hello-service:http cluster IP
-#   TCP 198.19.82.255:23456  default/hello-service2:http cluster IP
+#   TCP 198.19.0.20:5432  shop/external-db:pg cluster IP
+#   TCP 198.19.0.21:443  shop/api cluster IP
 
 # Kernel settings (kube-proxy's NewProxier).
 sysctl -q -w net.ipv4.vs.conntrack=1
@@ -20,8 +19,8 @@ case "$(uname -r)" in 4.[1-9]*|5.[0-8].*) sysctl -q -w net.ipv4.vs.conn_reuse_mo
 ip link show kube-ipvs0 >/dev/null 2>&1 || ip link add kube-ipvs0 type dummy
 {
 cat <<'SVCGEN_ADDRESSES'
-198.19.43.152/32
-198.19.82.255/32
+198.19.0.20/32
+198.19.0.21/32
 SVCGEN_ADDRESSES
 echo %%
 ip -o -4 addr show dev kube-ipvs0
@@ -35,14 +34,13 @@ ipset destroy svcgen-tmp 2>/dev/null || :
 ipset restore -exist <<'SVCGEN_IPSET'
 create KUBE-LOOP-BACK hash:ip,port,ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port,ip family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.18.1.11,tcp:8080,198.18.1.11
-add svcgen-tmp 198.18.1.13,tcp:8080,198.18.1.13
+add svcgen-tmp 198.18.30.2,tcp:5432,198.18.30.2
 swap svcgen-tmp KUBE-LOOP-BACK
 destroy svcgen-tmp
 create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.19.43.152,tcp:12345
-add svcgen-tmp 198.19.82.255,tcp:23456
+add svcgen-tmp 198.19.0.20,tcp:5432
+add svcgen-tmp 198.19.0.21,tcp:443
 swap svcgen-tmp KUBE-CLUSTER-IP
 destroy svcgen-tmp
 create KUBE-EXTERNAL-IP hash:ip,port family inet hashsize 1024 maxelem 65536
@@ -75,7 +73,6 @@ swap svcgen-tmp KUBE-LOAD-BALANCER-SOURCE-CIDR
 destroy svcgen-tmp
 create KUBE-NODE-PORT-TCP bitmap:port range 0-65535
 create svcgen-tmp bitmap:port range 0-65535
-add svcgen-tmp 32266
 swap svcgen-tmp KUBE-NODE-PORT-TCP
 destroy svcgen-tmp
 create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535
@@ -104,8 +101,8 @@ swap svcgen-tmp KUBE-HEALTH-CHECK-NODE-PORT
 destroy svcgen-tmp
 create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 65536
 create svcgen-tmp hash:ip family inet hashsize 1024 maxelem 65536
-add svcgen-tmp 198.19.43.152
-add svcgen-tmp 198.19.82.255
+add svcgen-tmp 198.19.0.20
+add svcgen-tmp 198.19.0.21
 swap svcgen-tmp KUBE-IPVS-IPS
 destroy svcgen-tmp
 SVCGEN_IPSET
@@ -239,15 +236,11 @@ END {
 }'
 {
 cat <<'SVCGEN_IPVS'
--A -t 198.18.0.1:32266 -s rr
--a -t 198.18.0.1:32266 -r 198.18.1.11:8080 -m -w 1
--a -t 198.18.0.1:32266 -r 198.18.2.12:8080 -m -w 1
--A -t 198.19.43.152:12345 -s rr
--a -t 198.19.43.152:12345 -r 198.18.1.11:8080 -m -w 1
--a -t 198.19.43.152:12345 -r 198.18.2.12:8080 -m -w 1
--A -t 198.19.82.255:23456 -s rr
--a -t 198.19.82.255:23456 -r 198.18.1.11:8080 -m -w 1
--a -t 198.19.82.255:23456 -r 198.18.2.12:8080 -m -w 1
+-A -t 198.19.0.20:5432 -s rr
+-a -t 198.19.0.20:5432 -r 198.18.30.1:5432 -m -w 1
+-a -t 198.19.0.20:5432 -r 198.18.30.2:5432 -m -w 1
+-A -t 198.19.0.21:443 -s rr
+-a -t 198.19.0.21:443 -r 198.18.40.2:8443 -m -w 1
 SVCGEN_IPVS
 echo %%
 ipvsadm -Sn
@@ -265,8 +258,7 @@ iptables-restore -w --noflush <<'SVCGEN_IPTABLES'
 :KUBE-MARK-MASQ - [0:0]
 -A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN
 -A KUBE-POSTROUTING -m comment --comment "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose" -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE
--A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ
--A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP dst,dst ! -s 198.18.0.0/15 -j KUBE-MARK-MASQ
+-A KUBE-SERVICES -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
 -A KUBE-LOAD-BALANCER -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -m set --match-set KUBE-CLUSTER-IP dst,dst -j ACCEPT
