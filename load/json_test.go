@@ -12,6 +12,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/txtar"
 	"github.com/svcgen/svcgen/gen"
+	"github.com/svcgen/svcgen/load/internal/tree"
+	"github.com/svcgen/svcgen/load/internal/tree/treetest"
 )
 
 // jsonSnippets are JSON values the JSON reader must take, and text starting like
@@ -31,7 +33,7 @@ var jsonSnippets = []struct {
 	{`{"a": 1} {"b": 2}`, false}, {`{"a": 'x'}`, false}, {`{"a": 01}`, false}, {`{"a": .5}`, false}, {`{"a": +1}`, false},
 	{`{"a": "x` + "\t" + `"}`, false}, {`{"a": "\x"}`, false}, {`{"a" 1}`, false}, {`{"a": }`, false}, {`[`, false},
 	{`{"a": "b"` + "\xff" + `}`, false}, {`{"a": "` + "\xff" + `"}`, false}, {`{"a": NaN}`, false}, {`{"a": True}`, false},
-	{strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), false},
+	{strings.Repeat("[", tree.MaxDepth+1) + strings.Repeat("]", tree.MaxDepth+1), false},
 }
 
 func TestJSONReaderMatchesYAML(t *testing.T) {
@@ -141,7 +143,9 @@ func TestJSONListLoadsAsYAML(t *testing.T) {
 // JSON reader took data.
 func checkJSON(t *testing.T, name string, data []byte) bool {
 	t.Helper()
-	trees, ok := readTrees(readJSONText, data)
+	trees, ok := treetest.Collect(func(src string, doc func(int, *tree.Node)) bool {
+		return readJSONText(src, doc, nil)
+	}, data)
 	if !ok {
 		return false
 	}
@@ -149,12 +153,12 @@ func checkJSON(t *testing.T, name string, data []byte) bool {
 		t.Errorf("%s: the JSON reader took %q", name, data)
 		return true
 	}
-	slow, err := slowTrees(data)
+	slow, err := treetest.Reference(data)
 	if err != nil || bytes.Contains(bytes.ToLower(data), []byte(`\ud`)) {
 		return true // yaml.v3 refuses JSON's \/ and long keys, and splits surrogate pairs
 	}
 	if !reflect.DeepEqual(trees, slow) {
-		t.Errorf("%s: trees differ\ninput:\n%s\njson: %s\nyaml.v3: %s", name, data, dumpTrees(trees), dumpTrees(slow))
+		t.Errorf("%s: trees differ\ninput:\n%s\njson: %s\nyaml.v3: %s", name, data, treetest.Dump(trees), treetest.Dump(slow))
 	}
 	return true
 }

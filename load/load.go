@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/svcgen/svcgen/load/internal/fastyaml"
+	"github.com/svcgen/svcgen/load/internal/tree"
 	"github.com/svcgen/svcgen/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -192,7 +194,7 @@ func (l *Loader) Text(name, src string) {
 // json reads one JSON value from in; false (and l as before) when it could not.
 func (l *Loader) json(name string, in io.Reader) bool {
 	before := l.mark()
-	ok, _ := l.readPiece(name, "", 0, func(_ string, fn func(int, *node), item func(int, int, *node)) bool {
+	ok, _ := l.readPiece(name, "", 0, func(_ string, fn func(int, *tree.Node), item func(int, int, *tree.Node)) bool {
 		return readJSON(in, fn, item)
 	})
 	if !ok {
@@ -232,7 +234,7 @@ func (l *Loader) slow(name, src string) {
 			l.Errors.Add(origin, "", "%s", yamlError(err))
 			return
 		}
-		tree := fromYAML(&n)
+		tree := tree.FromYAML(&n)
 		l.document(origin, &tree)
 	}
 }
@@ -241,23 +243,30 @@ func (l *Loader) slow(name, src string) {
 // it saves.
 const pieceSize = 1 << 20
 
-// reader is the shape of the fast readers (readFast with reuse, readJSON): they call
+// readFastReuse is fastyaml.Read with its memory reused from one document to the
+// next.
+func readFastReuse(src string, fn func(doc int, n *tree.Node), item func(doc, i int, n *tree.Node)) bool {
+	var slab []tree.Node
+	return fastyaml.Read(src, fn, item, &slab)
+}
+
+// reader is the shape of the fast readers (readFastReuse, readJSON): they call
 // fn with each document and item with each item of a top-level "items" list, and
 // report whether they could read src.
-type reader func(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) bool
+type reader func(src string, fn func(doc int, n *tree.Node), item func(doc, i int, n *tree.Node)) bool
 
 // readPiece reads one piece of an input (whose first document is number first+1)
 // into l with read; it reports whether the reader managed and how many documents it
 // read.
 func (l *Loader) readPiece(name, piece string, first int, read reader) (ok bool, docs int) {
 	var items mark
-	ok = read(piece, func(doc int, tree *node) {
+	ok = read(piece, func(doc int, n *tree.Node) {
 		docs++
-		if list := get(tree, "items"); list != nil && list.streamed && !isList(tree) {
+		if list := tree.Get(n, "items"); list != nil && list.Streamed && !isList(n) {
 			l.rollback(items) // not a List after all: its items mean nothing
 		}
-		l.document(model.Origin{File: name, Doc: first + doc}, tree)
-	}, func(doc, j int, item *node) {
+		l.document(model.Origin{File: name, Doc: first + doc}, n)
+	}, func(doc, j int, item *tree.Node) {
 		if j == 0 {
 			items = l.mark()
 		}
@@ -393,31 +402,31 @@ func yamlError(err error) string {
 	return "YAML syntax error: " + msg
 }
 
-func (l *Loader) document(o model.Origin, n *node) {
-	if isNull(n) {
+func (l *Loader) document(o model.Origin, n *tree.Node) {
+	if tree.IsNull(n) {
 		return
 	}
-	if n.kind != mappingNode {
-		l.Errors.Add(o, "", "expected a Kubernetes object (a mapping with apiVersion and kind), got %s", describe(n))
+	if n.Kind != tree.Mapping {
+		l.Errors.Add(o, "", "expected a Kubernetes object (a mapping with apiVersion and kind), got %s", tree.Describe(n))
 		return
 	}
 	l.object(o, n)
 }
 
 // object decodes one object (or a List of them) of a known kind.
-func (l *Loader) object(o model.Origin, n *node) {
+func (l *Loader) object(o model.Origin, n *tree.Node) {
 	l.bools[1] = true
 	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect, bools: &l.bools, text: &l.text}
 	apiVersion := w.str(n, "apiVersion")
 	kind := w.str(n, "kind")
 	if kind == "" {
-		w.errorf(at("kind"), "missing: every object needs apiVersion and kind")
+		w.errorf(tree.At("kind"), "missing: every object needs apiVersion and kind")
 		return
 	}
 	w.origin.Kind = kind
-	if meta := get(n, "metadata"); meta != nil && meta.kind == mappingNode {
-		w.origin.Name = w.text.keep(scalar(get(meta, "name")))
-		w.origin.Namespace = w.text.keep(scalar(get(meta, "namespace")))
+	if meta := tree.Get(n, "metadata"); meta != nil && meta.Kind == tree.Mapping {
+		w.origin.Name = w.text.keep(tree.ScalarText(tree.Get(meta, "name")))
+		w.origin.Namespace = w.text.keep(tree.ScalarText(tree.Get(meta, "namespace")))
 	}
 	decode, ok := decoders[kindKey{apiVersion, kind}]
 	if !ok {
@@ -427,7 +436,7 @@ func (l *Loader) object(o model.Origin, n *node) {
 	}
 	if !ok {
 		if known[kind] {
-			w.warnf(at("apiVersion"), "%s %s is not a version svcgen reads; the object is passed over", apiVersion, kind)
+			w.warnf(tree.At("apiVersion"), "%s %s is not a version svcgen reads; the object is passed over", apiVersion, kind)
 		}
 		return
 	}
@@ -442,10 +451,10 @@ var known = map[string]bool{
 	"ServiceCIDR": true, "KubeProxyConfiguration": true, "NodeEnvironment": true,
 }
 
-var decoders map[kindKey]func(*Loader, *walker, *node)
+var decoders map[kindKey]func(*Loader, *walker, *tree.Node)
 
 func init() {
-	decoders = map[kindKey]func(*Loader, *walker, *node){
+	decoders = map[kindKey]func(*Loader, *walker, *tree.Node){
 		{"v1", "List"}:                               (*Loader).list,
 		{"v1", "Service"}:                            (*Loader).service,
 		{"v1", "Endpoints"}:                          (*Loader).endpoints,
@@ -460,39 +469,39 @@ func init() {
 }
 
 // list decodes a kind: List; each item is an object of its own, named items[i].
-func (l *Loader) list(w *walker, n *node) {
-	items := get(n, "items")
-	if isNull(items) {
+func (l *Loader) list(w *walker, n *tree.Node) {
+	items := tree.Get(n, "items")
+	if tree.IsNull(items) {
 		return
 	}
-	if items.kind != sequenceNode {
-		w.errorf(at("items"), "expected a list, got %s", describe(items))
+	if items.Kind != tree.Sequence {
+		w.errorf(tree.At("items"), "expected a list, got %s", tree.Describe(items))
 		return
 	}
-	if items.streamed {
+	if items.Streamed {
 		return // the fast reader handed them to listItem as it read them
 	}
-	for i := range items.content {
-		l.listItem(w.origin, i, &items.content[i])
+	for i := range items.Content {
+		l.listItem(w.origin, i, &items.Content[i])
 	}
 }
 
 // listItem decodes item i of a List whose origin is o.
-func (l *Loader) listItem(o model.Origin, i int, item *node) {
+func (l *Loader) listItem(o model.Origin, i int, item *tree.Node) {
 	o.Kind, o.Name, o.Namespace = "", "", ""
 	o.Item = o.Field("items[" + strconv.Itoa(i) + "]")
-	if item.kind != mappingNode {
-		l.Errors.Add(o, "", "expected a Kubernetes object, got %s", describe(item))
+	if item.Kind != tree.Mapping {
+		l.Errors.Add(o, "", "expected a Kubernetes object, got %s", tree.Describe(item))
 		return
 	}
 	l.object(o, item)
 }
 
 // isList reports whether object decodes as a kind: List (see object).
-func isList(n *node) bool {
+func isList(n *tree.Node) bool {
 	str := func(key string) string {
-		if v := get(n, key); v != nil && v.kind == scalarNode && v.tag == tagStr {
-			return v.value
+		if v := tree.Get(n, key); v != nil && v.Kind == tree.Scalar && v.Tag == tree.Str {
+			return v.Value
 		}
 		return ""
 	}

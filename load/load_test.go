@@ -1,9 +1,12 @@
 package load
 
 import (
+	"bytes"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -231,6 +234,80 @@ func TestModelKeepsNoInput(t *testing.T) {
 		}
 		if strs < 500 {
 			t.Fatalf("only %d strings checked", strs)
+		}
+	}
+}
+
+// Read in pieces, a cluster loads exactly as read whole: same objects, documents
+// numbered the same, same problems in the same order.
+func TestPiecesLoadAsWhole(t *testing.T) {
+	var buf bytes.Buffer
+	if err := gen.Write(&buf, gen.Options{Services: 200, Endpoints: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Bad documents here and there, and a comment and an empty document at the start.
+	src := "# head\n---\n---\n" + strings.Replace(buf.String(), "port: 80\n", "port: 80000\n", 7) +
+		"---\napiVersion: v1\nkind: Service\nmetadata: {name: \"HelloService\"}\nspec: {ports: [{port: 1}]}\n"
+	whole := &Loader{}
+	if !whole.fastPieces("x.yaml", src, 1, 0) {
+		t.Fatal("the fast reader gave up")
+	}
+	for _, n := range []int{2, 3, 7} {
+		pieces, _ := splitDocuments(src, n, 1000)
+		if len(pieces) != n {
+			t.Fatalf("%d pieces, want %d", len(pieces), n)
+		}
+		split := &Loader{}
+		if !split.fastPieces("x.yaml", src, n, 1000) {
+			t.Fatalf("%d pieces: the fast reader gave up", n)
+		}
+		if !reflect.DeepEqual(split.Cluster, whole.Cluster) {
+			t.Errorf("%d pieces: the objects differ", n)
+		}
+		if got, want := split.Errors.Err(), whole.Errors.Err(); fmt.Sprint(got) != fmt.Sprint(want) || whole.Errors.Len() != 7 {
+			t.Errorf("%d pieces: errors\n%v\nwant\n%v", n, got, want)
+		}
+		if !reflect.DeepEqual(split.Warnings, whole.Warnings) || whole.Warnings.Len() == 0 {
+			t.Errorf("%d pieces: warnings %v, want %v", n, split.Warnings.List(), whole.Warnings.List())
+		}
+	}
+	// The slow path numbers documents the same way.
+	slow := &Loader{}
+	slow.Text("x.yaml", src+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: &anchor v}\n")
+	if fmt.Sprint(slow.Errors.Err()) != fmt.Sprint(whole.Errors.Err()) || !reflect.DeepEqual(slow.Cluster, whole.Cluster) {
+		t.Errorf("yaml.v3 reports\n%v\nwant\n%v", slow.Errors.Err(), whole.Errors.Err())
+	}
+}
+
+// A List's items, handed over one by one as the fast reader reads them, load as
+// yaml.v3's whole tree does; the items of an object that is no List are dropped.
+func TestStreamedListsLoadAsWhole(t *testing.T) {
+	var buf bytes.Buffer
+	if err := gen.Write(&buf, gen.Options{Services: 100, Endpoints: 3, Format: gen.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	bad := `{"apiVersion": "v1", "kind": "List", "items": [7, {"kind": "Service", "apiVersion": "v1", "metadata": {"name": "x"}, "spec": {"ports": [{"port": 0}]}}], "metadata": {}}`
+	for name, src := range map[string]string{
+		"generated JSON": buf.String(),
+		"bad items":      bad,
+		"YAML List":      "apiVersion: v1\nkind: ServiceList\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: \"HelloService\"}\n  spec: {ports: [{port: 1}]}\n- 3\n",
+		"not a List":     "apiVersion: v1\nkind: Thing\nitems:\n- 3\n- apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n  spec: {ports: [{port: 0}]}\n",
+		"kind after":     `{"apiVersion": "v1", "items": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"ports": [{"port": 0}]}}], "kind": "Other"}`,
+		"two documents":  "---\n" + bad + "\n---\n" + bad + "\n",
+	} {
+		fast, slow := &Loader{}, &Loader{}
+		if looksJSON(src) {
+			fast.Text(name, src)
+		} else if !fast.fastPieces(name, src, 2, 1000) {
+			t.Errorf("%s: the fast reader gave up", name)
+			continue
+		}
+		slow.slow(name, src)
+		if !reflect.DeepEqual(fast.Cluster, slow.Cluster) {
+			t.Errorf("%s: the objects differ", name)
+		}
+		if fmt.Sprint(fast.Errors.Err()) != fmt.Sprint(slow.Errors.Err()) || !reflect.DeepEqual(fast.Warnings, slow.Warnings) {
+			t.Errorf("%s: problems\n%v %v\nwant\n%v %v", name, fast.Errors.Err(), fast.Warnings.List(), slow.Errors.Err(), slow.Warnings.List())
 		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"io"
 	"runtime"
 	"sync"
+
+	"github.com/svcgen/svcgen/load/internal/fastyaml"
+	"github.com/svcgen/svcgen/load/internal/tree"
 )
 
 // streamYAML reads a YAML file in pieces of about min bytes (pieceSize), each cut before a
@@ -29,9 +32,9 @@ func (l *Loader) streamYAML(name string, in io.Reader, min int) (bool, error) {
 	)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			var slab []node // the fast reader's memory, used again piece after piece
-			read := func(src string, fn func(int, *node), item func(int, int, *node)) bool {
-				return readFastInto(src, fn, item, &slab)
+			var slab []tree.Node // the fast reader's memory, used again piece after piece
+			read := func(src string, fn func(int, *tree.Node), item func(int, int, *tree.Node)) bool {
+				return fastyaml.Read(src, fn, item, &slab)
 			}
 			for p := range todo {
 				var docs int
