@@ -34,11 +34,6 @@ func looksJSON(src string) bool {
 	return s != "" && (s[0] == '{' || s[0] == '[')
 }
 
-// readJSONText is readJSON of a string, in the shape of the other readers.
-func readJSONText(src string, fn func(doc int, n *tree.Node), item func(doc, i int, n *tree.Node)) bool {
-	return readJSON(strings.NewReader(src), fn, item)
-}
-
 // readJSON reads input holding one JSON value: fn gets it as document 1, item the
 // items of its top-level "items" list (fastyaml.Read's shape, its memory reused).
 // False when the input is not one JSON value (or cannot be read); fn and item may

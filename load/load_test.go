@@ -2,11 +2,9 @@ package load
 
 import (
 	"bytes"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"unsafe"
@@ -238,8 +236,9 @@ func TestModelKeepsNoInput(t *testing.T) {
 	}
 }
 
-// Read in pieces, a cluster loads exactly as read whole: same objects, documents
-// numbered the same, same problems in the same order.
+// Read in pieces, a cluster loads exactly as yaml.v3 reads it whole: same objects,
+// documents numbered the same, same problems in the same order; and the fast reader
+// takes it.
 func TestPiecesLoadAsWhole(t *testing.T) {
 	var buf bytes.Buffer
 	if err := gen.Write(&buf, gen.Options{Services: 200, Endpoints: 3}); err != nil {
@@ -248,38 +247,26 @@ func TestPiecesLoadAsWhole(t *testing.T) {
 	// Bad documents here and there, and a comment and an empty document at the start.
 	src := "# head\n---\n---\n" + strings.Replace(buf.String(), "port: 80\n", "port: 80000\n", 7) +
 		"---\napiVersion: v1\nkind: Service\nmetadata: {name: \"HelloService\"}\nspec: {ports: [{port: 1}]}\n"
-	whole := &Loader{}
-	if !whole.fastPieces("x.yaml", src, 1, 0) {
-		t.Fatal("the fast reader gave up")
-	}
-	for _, n := range []int{2, 3, 7} {
-		pieces, _ := splitDocuments(src, n, 1000)
-		if len(pieces) != n {
-			t.Fatalf("%d pieces, want %d", len(pieces), n)
+	for _, min := range []int{1000, 50000, len(src) / 3} {
+		if n := len(readPieces(&Loader{}, "x.yaml", src, min).Cluster.Services); n != 201 {
+			t.Fatalf("pieces of %d: %d services", min, n)
 		}
-		split := &Loader{}
-		if !split.fastPieces("x.yaml", src, n, 1000) {
-			t.Fatalf("%d pieces: the fast reader gave up", n)
-		}
-		if !reflect.DeepEqual(split.Cluster, whole.Cluster) {
-			t.Errorf("%d pieces: the objects differ", n)
-		}
-		if got, want := split.Errors.Err(), whole.Errors.Err(); fmt.Sprint(got) != fmt.Sprint(want) || whole.Errors.Len() != 7 {
-			t.Errorf("%d pieces: errors\n%v\nwant\n%v", n, got, want)
-		}
-		if !reflect.DeepEqual(split.Warnings, whole.Warnings) || whole.Warnings.Len() == 0 {
-			t.Errorf("%d pieces: warnings %v, want %v", n, split.Warnings.List(), whole.Warnings.List())
+		if !checkSameLoad(t, "x.yaml", src, Kubernetes, min) {
+			t.Errorf("pieces of %d: the fast reader gave up", min)
 		}
 	}
-	// The slow path numbers documents the same way.
-	slow := &Loader{}
-	slow.Text("x.yaml", src+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: &anchor v}\n")
-	if fmt.Sprint(slow.Errors.Err()) != fmt.Sprint(whole.Errors.Err()) || !reflect.DeepEqual(slow.Cluster, whole.Cluster) {
-		t.Errorf("yaml.v3 reports\n%v\nwant\n%v", slow.Errors.Err(), whole.Errors.Err())
+	ref := reference("x.yaml", src, Kubernetes)
+	if ref.Errors.Len() != 7 || ref.Warnings.Len() == 0 {
+		t.Errorf("%d errors, %d warnings; want 7 and some", ref.Errors.Len(), ref.Warnings.Len())
+	}
+	// Where the fast reader gives up, near the end, yaml.v3 reads it all.
+	anchor := src + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: &anchor v}\n"
+	if checkSameLoad(t, "x.yaml", anchor, Kubernetes, 1000) {
+		t.Errorf("the fast reader took an anchor")
 	}
 }
 
-// A List's items, handed over one by one as the fast reader reads them, load as
+// A List's items, handed over one by one as the fast readers read them, load as
 // yaml.v3's whole tree does; the items of an object that is no List are dropped.
 func TestStreamedListsLoadAsWhole(t *testing.T) {
 	var buf bytes.Buffer
@@ -295,19 +282,8 @@ func TestStreamedListsLoadAsWhole(t *testing.T) {
 		"kind after":     `{"apiVersion": "v1", "items": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"ports": [{"port": 0}]}}], "kind": "Other"}`,
 		"two documents":  "---\n" + bad + "\n---\n" + bad + "\n",
 	} {
-		fast, slow := &Loader{}, &Loader{}
-		if looksJSON(src) {
-			fast.Text(name, src)
-		} else if !fast.fastPieces(name, src, 2, 1000) {
-			t.Errorf("%s: the fast reader gave up", name)
-			continue
-		}
-		slow.slow(name, src)
-		if !reflect.DeepEqual(fast.Cluster, slow.Cluster) {
-			t.Errorf("%s: the objects differ", name)
-		}
-		if fmt.Sprint(fast.Errors.Err()) != fmt.Sprint(slow.Errors.Err()) || !reflect.DeepEqual(fast.Warnings, slow.Warnings) {
-			t.Errorf("%s: problems\n%v %v\nwant\n%v %v", name, fast.Errors.Err(), fast.Warnings.List(), slow.Errors.Err(), slow.Warnings.List())
+		if !checkSameLoad(t, name, src, Kubernetes, 100) {
+			t.Errorf("%s: the fast readers gave up", name)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func TestProblemPaths(t *testing.T) {
 			got.WriteString("# " + strings.TrimSpace(f.Name+" "+v.name) + "\n")
 			want := problemText(loadString(t, f.Name, v.yaml, d))
 			got.WriteString(want)
-			if ok, _ := (&Loader{}).readPiece(f.Name, v.json, 0, readJSONText); !ok {
+			if jsonOnly(f.Name, v.json, d) == nil {
 				t.Errorf("%s %s: the JSON reader gave up on\n%s", f.Name, v.name, v.json)
 			}
 			if js := problemText(loadString(t, f.Name, v.json, d)); js != want {

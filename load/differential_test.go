@@ -1,0 +1,116 @@
+package load
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/txtar"
+)
+
+// A way of reading an input, and what it loaded.
+type way struct {
+	name string
+	l    *Loader
+}
+
+// everyWay loads src with yaml.v3 alone (the reference) and every other way the
+// loader reads an input: as text, and as a file read in pieces of min bytes (and of
+// the default size) through a reader that returns a few bytes at a time. It reports
+// whether the fast readers took src (rather than giving up, for yaml.v3 to read).
+func everyWay(name, src string, d Dialect, min int) (ref *Loader, ways []way, fast bool) {
+	ref = &Loader{Dialect: d, Reader: Reference}
+	ref.Text(name, src)
+	text := &Loader{Dialect: d}
+	text.Text(name, src)
+	ways = append(ways, way{"text", text})
+	for _, size := range []int{min, 0} {
+		file := &Loader{Dialect: d, pieces: size}
+		if err := file.read(&source{name: name, file: &dribble{r: strings.NewReader(src)}}); err != nil {
+			panic(err) // the reader never fails
+		}
+		ways = append(ways, way{fmt.Sprintf("file in pieces of %d", size), file})
+	}
+	probe := &Loader{Dialect: d, pieces: min}
+	sub, _ := probe.readFast(&source{name: name, text: src})
+	return ref, ways, sub != nil
+}
+
+// dribble is a file that reads a few bytes at a time.
+type dribble struct {
+	r *strings.Reader
+	n int
+}
+
+func (d *dribble) Read(p []byte) (int, error) {
+	d.n = d.n%7 + 1
+	return d.r.Read(p[:min(len(p), d.n)])
+}
+
+func (d *dribble) Seek(offset int64, whence int) (int64, error) { return d.r.Seek(offset, whence) }
+
+// checkSameLoad fails when any way of reading src loads other objects, errors or
+// warnings than the reference does. It reports whether the fast readers took src.
+func checkSameLoad(t *testing.T, name, src string, d Dialect, min int) bool {
+	t.Helper()
+	ref, ways, fast := everyWay(name, src, d, min)
+	want := problemText(ref)
+	for _, w := range ways {
+		if got := problemText(w.l); got != want {
+			t.Errorf("%s, %s: problems\n%s\nyaml.v3 reports\n%s\ninput:\n%s", name, w.name, got, want, src)
+		}
+		if !reflect.DeepEqual(w.l.Cluster, ref.Cluster) {
+			t.Errorf("%s, %s: the objects differ from yaml.v3's\ninput:\n%s", name, w.name, src)
+		}
+	}
+	return fast
+}
+
+// differentialSeeds are inputs for FuzzLoaders beside the repository's manifests:
+// the shapes where the readers part ways, and where pieces are cut.
+var differentialSeeds = []string{
+	"", "---\n", "# c\n---\n---\n", "a: 1\n---\nb: 2\n---\n", "apiVersion: v1\nkind: Service\n---\n--- \n---x\n",
+	"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n  spec: {ports: [{port: 0}]}\n- 3\n",
+	"apiVersion: v1\nkind: Thing\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n  spec: {ports: [{port: 0}]}\n",
+	`{"apiVersion": "v1", "items": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"ports": [{"port": 0}]}}], "kind": "ServiceList"}`,
+	`{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}} # c`,
+	"a: &x 1\nb: *x\n", "a: [\n---\n]\n", "a: |\n  x\n---\nb: 1\n", "a: b\r\n---\r\nc: d\r\n",
+	"apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec:\n  ports:\n  - port: 80\n    port: 81\n",
+	"kind: Service\n\x00", "\xff\xfe", "a: \"\\ud83d\"\n",
+}
+
+// FuzzLoaders holds every way of reading an input to the reference: the fast
+// readers, as text and as a file read in pieces (of a few bytes too), must load the
+// same objects and report the same errors and warnings as yaml.v3 alone.
+func FuzzLoaders(f *testing.F) {
+	for _, dir := range []string{"../examples", "../../shared/seed-systems/examples"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, p := range files {
+			if data, err := os.ReadFile(p); err == nil {
+				f.Add(string(data), false, uint16(64))
+			}
+		}
+	}
+	for _, a := range []string{"testdata/problems.txtar"} {
+		ar, err := txtar.ParseFile(a)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, file := range ar.Files {
+			f.Add(string(file.Data), strings.HasPrefix(file.Name, "minik8s-"), uint16(16))
+		}
+	}
+	for _, s := range differentialSeeds {
+		f.Add(s, false, uint16(1))
+	}
+	f.Fuzz(func(t *testing.T, src string, minik8s bool, min uint16) {
+		d := Kubernetes
+		if minik8s {
+			d = MiniK8s
+		}
+		checkSameLoad(t, "fuzz.yaml", src, d, int(min))
+	})
+}

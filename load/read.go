@@ -1,0 +1,277 @@
+package load
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/svcgen/svcgen/load/internal/fastyaml"
+	"github.com/svcgen/svcgen/load/internal/tree"
+	"github.com/svcgen/svcgen/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// How one input is read. Input that looks like JSON is read with jsontext (json.go);
+// other input, or JSON that jsontext does not take, by the fast reader, in pieces
+// side by side (split.go); and whatever they give up on, by yaml.v3 from the start,
+// which also words the syntax errors. Each reader loads into a Loader of its own,
+// which joins the caller's only when the reader read the whole input: what a reader
+// that gave up loaded is dropped, never undone.
+
+// source is one input for the readers: its text in memory, or a file that can be
+// read again from the start.
+type source struct {
+	name string
+	text string
+	file io.ReadSeeker // nil: the input is text
+	// check is how the file was last opened.
+	check *checked
+}
+
+// open returns the input from its start.
+func (s *source) open() (*bufio.Reader, error) {
+	if s.file == nil {
+		return bufio.NewReader(strings.NewReader(s.text)), nil
+	}
+	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	s.check = &checked{r: s.file}
+	return bufio.NewReaderSize(s.check, 256<<10), nil
+}
+
+// err is the error that stopped the last reading of the file: a reader (yaml.v3)
+// may word it as an error of its own.
+func (s *source) err() error {
+	if s.check == nil {
+		return nil
+	}
+	return s.check.err
+}
+
+// read loads one input.
+func (l *Loader) read(src *source) error {
+	if src.file == nil {
+		if err := checkText(src.text, 0); err != nil {
+			return l.notRead(src.name, err)
+		}
+	}
+	sub, err := l.readFast(src)
+	if sub == nil && err == nil {
+		sub, err = l.readReference(src)
+	}
+	if err != nil {
+		return l.notRead(src.name, err)
+	}
+	l.merge(sub)
+	return nil
+}
+
+// notRead reports an input that is no manifest; other errors (reading a file) are
+// returned.
+func (l *Loader) notRead(name string, err error) error {
+	var bin *binaryError
+	if errors.As(err, &bin) {
+		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "%v", bin)
+		return nil
+	}
+	return err
+}
+
+// readFast reads src with the fast readers; nil, and no error, when they gave up
+// (or l.Reader is Reference).
+func (l *Loader) readFast(src *source) (*Loader, error) {
+	if l.Reader == Reference {
+		return nil, nil
+	}
+	in, err := src.open()
+	if err != nil {
+		return nil, err
+	}
+	if head, _ := in.Peek(512); looksJSON(string(head)) {
+		sub := l.child()
+		if ok, _ := sub.readDocs(src.name, 0, func(doc func(int, *tree.Node), item func(int, int, *tree.Node)) bool {
+			return readJSON(in, doc, item)
+		}); ok {
+			return sub, nil
+		}
+		if in, err = src.open(); err != nil {
+			return nil, err
+		}
+	}
+	var s *splitter
+	if src.file != nil {
+		s = splitReader(in, l.pieceSize())
+	} else {
+		// Text in memory is cut in as many pieces as there are cores: what a piece
+		// saves in memory, text has spent already.
+		s = splitText(src.text, max(l.pieceSize(), len(src.text)/runtime.GOMAXPROCS(0)))
+	}
+	return l.readYAML(src.name, s)
+}
+
+// readYAML reads YAML from s with the fast reader, its pieces side by side on every
+// core; nil when the fast reader gave up on a piece.
+func (l *Loader) readYAML(name string, s *splitter) (*Loader, error) {
+	type job struct {
+		piece
+		sub *Loader
+		ok  bool
+	}
+	read := func(j *job, slab *[]tree.Node) {
+		var docs int
+		j.ok, docs = j.sub.readDocs(name, j.first, func(doc func(int, *tree.Node), item func(int, int, *tree.Node)) bool {
+			return fastyaml.Read(j.text, doc, item, slab)
+		})
+		j.ok = j.ok && docs == j.docs // later pieces are numbered from the count
+		j.text = ""
+	}
+	var (
+		jobs []*job
+		todo chan *job
+		wg   sync.WaitGroup
+		err  error
+	)
+	for first := 0; ; {
+		p, more, e := s.next(first)
+		if err = e; err != nil || !more {
+			break
+		}
+		jobs = append(jobs, &job{piece: p, sub: l.child()})
+		first += p.docs
+		if len(jobs) == 2 {
+			// Two pieces at least: read them on every core.
+			todo = make(chan *job)
+			for range runtime.GOMAXPROCS(0) {
+				wg.Go(func() {
+					var slab []tree.Node // the fast reader's memory, used again piece after piece
+					for j := range todo {
+						read(j, &slab)
+					}
+				})
+			}
+			todo <- jobs[0]
+		}
+		if todo != nil {
+			todo <- jobs[len(jobs)-1]
+		}
+	}
+	if todo != nil {
+		close(todo)
+		wg.Wait()
+	} else if err == nil {
+		var slab []tree.Node
+		read(jobs[0], &slab)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := l.child()
+	for _, j := range jobs {
+		if !j.ok {
+			return nil, nil
+		}
+		out.merge(j.sub)
+	}
+	return out, nil
+}
+
+// readDocs loads the documents that read hands over into l, the first numbered
+// first+1, and reports whether the reader managed and how many documents it read.
+// Items that the reader streams (a List's) are loaded on their own and join l when
+// their document turns out a List: otherwise they mean nothing.
+func (l *Loader) readDocs(name string, first int, read func(doc func(int, *tree.Node), item func(int, int, *tree.Node)) bool) (ok bool, docs int) {
+	var items *Loader
+	ok = read(func(doc int, n *tree.Node) {
+		docs++
+		if items != nil && isList(n) {
+			l.merge(items)
+		}
+		items = nil
+		l.document(model.Origin{File: name, Doc: first + doc}, n)
+	}, func(doc, i int, item *tree.Node) {
+		if items == nil {
+			items = l.child()
+		}
+		items.listItem(model.Origin{File: name, Doc: first + doc}, i, item)
+	})
+	return ok, docs
+}
+
+// readReference reads src with yaml.v3.
+func (l *Loader) readReference(src *source) (*Loader, error) {
+	in, err := src.open()
+	if err != nil {
+		return nil, err
+	}
+	sub := l.child()
+	dec := yaml.NewDecoder(in)
+	for doc := 1; ; doc++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return sub, nil
+		}
+		if err := src.err(); err != nil {
+			return nil, err
+		}
+		origin := model.Origin{File: src.name, Doc: doc}
+		if err != nil {
+			// The decoder cannot resynchronise after a syntax error.
+			sub.Errors.Add(origin, "", "%s", yamlError(err))
+			return sub, nil
+		}
+		t := tree.FromYAML(&n)
+		sub.document(origin, &t)
+	}
+}
+
+// checked reads a file for the readers, and stops at the first sign that it is no
+// manifest (checkText), with an error that stays.
+type checked struct {
+	r   io.Reader
+	off int64
+	err error
+}
+
+func (c *checked) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.r.Read(p)
+	if c.err = checkText(p[:n], c.off); c.err != nil {
+		return 0, c.err
+	}
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	c.off += int64(n)
+	return n, err
+}
+
+// binaryError says an input is no manifest.
+type binaryError struct{ offset int64 }
+
+func (e *binaryError) Error() string {
+	return fmt.Sprintf("not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", e.offset)
+}
+
+// checkText checks text that starts at offset in its input: a NUL byte says it is
+// no manifest.
+func checkText[T string | []byte](text T, offset int64) error {
+	var i int
+	if s, ok := any(text).(string); ok {
+		i = strings.IndexByte(s, 0)
+	} else {
+		i = bytes.IndexByte(any(text).([]byte), 0)
+	}
+	if i >= 0 {
+		return &binaryError{offset + int64(i)}
+	}
+	return nil
+}
