@@ -8,6 +8,7 @@
 package load
 
 import (
+	"errors"
 	"reflect"
 	"strconv"
 	"strings"
@@ -44,15 +45,45 @@ const (
 
 // Loader accumulates objects from several inputs.
 type Loader struct {
-	Dialect  Dialect
-	Reader   Reader
-	Cluster  model.Cluster
+	Dialect Dialect
+	Reader  Reader
+	// MaxInput is how many bytes one input may hold; 0 is DefaultMaxInput.
+	MaxInput int64
+
+	Cluster model.Cluster
+	// Errors and Warnings are the problems of documents: of a field, or of a
+	// whole object.
 	Errors   model.Problems
 	Warnings model.Problems
-	bools    [2]bool // false, true: see walker.boolPtr
-	text     keeper
+	// InputErrors are the inputs that could not be read, and why: missing,
+	// unreadable, too large, binary. Nothing of such an input is loaded.
+	InputErrors []error
+	// InputWarnings are the files of folders that were passed over, and why.
+	InputWarnings []error
+
+	bools [2]bool // false, true: see walker.boolPtr
+	text  keeper
 	// pieces is the size of the pieces YAML is read in (0: pieceSize); tests set it.
 	pieces int
+}
+
+// Err is every error the Loader met, nil when none: the inputs that could not be
+// read, in the order they were given, then the documents' problems, by file and
+// document (model.Problems.Sort).
+func (l *Loader) Err() error {
+	l.Errors.Sort()
+	errs := l.InputErrors
+	if err := l.Errors.Err(); err != nil {
+		errs = append(errs[:len(errs):len(errs)], err)
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Loader) maxInput() int64 {
+	if l.MaxInput > 0 {
+		return l.MaxInput
+	}
+	return DefaultMaxInput
 }
 
 func (l *Loader) pieceSize() int {
@@ -65,7 +96,7 @@ func (l *Loader) pieceSize() int {
 // child is an empty Loader that reads as l does, for part of an input: what it
 // loads joins l (merge) once the part is read, or is dropped.
 func (l *Loader) child() *Loader {
-	return &Loader{Dialect: l.Dialect, Reader: l.Reader, pieces: l.pieces}
+	return &Loader{Dialect: l.Dialect, Reader: l.Reader, MaxInput: l.MaxInput, pieces: l.pieces}
 }
 
 // merge appends what sub loaded; sub is not used after.

@@ -33,7 +33,7 @@ func TestBadInputErrors(t *testing.T) {
 		name, data, want string
 	}{
 		{"syntax", "a: b\n---\nkind: [\n", `svc.yaml: document 2: YAML syntax error: line 3: did not find expected node content`},
-		{"binary", "kind: Service\x00\x01\x02", `svc.yaml: document 1: not a YAML or JSON manifest: binary data (a NUL byte at offset 13)`},
+		{"binary", "kind: Service\x00\x01\x02", `svc.yaml: not a YAML or JSON manifest: binary data (a NUL byte at offset 13)`},
 		{"not an object", "just a string\n", `svc.yaml: document 1: expected a Kubernetes object (a mapping with apiVersion and kind), got the string "just a string"`},
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", `svc.yaml: document 1: kind: missing: every object needs apiVersion and kind`},
 		{"spec type", svcHead + "spec: hello\n", `svc.yaml: document 1 (Service shop/web): spec: expected a mapping, got the string "hello"`},
@@ -59,7 +59,7 @@ func TestBadInputErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := loadString(t, "svc.yaml", tc.data, Kubernetes)
-			err := l.Errors.Err()
+			err := l.Err()
 			if err == nil {
 				t.Fatalf("no error; want %q", tc.want)
 			}
@@ -148,10 +148,8 @@ func TestMiniK8sSeeds(t *testing.T) {
 		t.Skipf("no seed manifests beside the project: %v", err)
 	}
 	l := &Loader{Dialect: MiniK8s}
-	if err := l.Path(dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Errors.Err(); err != nil {
+	l.Path(dir, nil)
+	if err := l.Err(); err != nil {
 		t.Fatalf("seed manifests fail in the minik8s dialect:\n%v", err)
 	}
 	if len(l.Cluster.Services) != 6 || len(l.Cluster.Pods) != 4 {
@@ -170,7 +168,7 @@ func TestMiniK8sSeeds(t *testing.T) {
 	// The same files are refused as Kubernetes manifests, with the reason.
 	k := &Loader{}
 	k.Path(dir, nil)
-	if err := k.Errors.Err(); err == nil || !strings.Contains(err.Error(), "matchLabels is the minik8s dialect") {
+	if err := k.Err(); err == nil || !strings.Contains(err.Error(), "matchLabels is the minik8s dialect") {
 		t.Errorf("Kubernetes dialect accepted the seeds: %v", err)
 	}
 }

@@ -81,6 +81,9 @@ func TestProblemPaths(t *testing.T) {
 // problemText lists a Loader's errors and warnings, one a line.
 func problemText(l *Loader) string {
 	var b strings.Builder
+	for _, err := range l.InputErrors {
+		b.WriteString("error: " + err.Error() + "\n")
+	}
 	for _, p := range l.Errors.List() {
 		b.WriteString("error: " + p.Error() + "\n")
 	}

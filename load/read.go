@@ -2,9 +2,7 @@ package load
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"runtime"
 	"strings"
@@ -33,15 +31,16 @@ type source struct {
 	check *checked
 }
 
-// open returns the input from its start.
-func (s *source) open() (*bufio.Reader, error) {
+// open returns the input from its start. A file is inspected as it is read (its
+// UTF-8 to the end with all); text was inspected before it is opened.
+func (s *source) open(max int64, all bool) (*bufio.Reader, error) {
 	if s.file == nil {
 		return bufio.NewReader(strings.NewReader(s.text)), nil
 	}
 	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
-	s.check = &checked{r: s.file}
+	s.check = &checked{r: s.file, c: inspector{max: max, all: all}}
 	return bufio.NewReaderSize(s.check, 256<<10), nil
 }
 
@@ -54,11 +53,12 @@ func (s *source) err() error {
 	return s.check.err
 }
 
-// read loads one input.
+// read loads one input; an error says why it could not (and nothing of it is
+// loaded).
 func (l *Loader) read(src *source) error {
 	if src.file == nil {
-		if err := checkText(src.text, 0); err != nil {
-			return l.notRead(src.name, err)
+		if err := inspect(&inspector{max: l.maxInput()}, src.text, true); err != nil {
+			return err
 		}
 	}
 	sub, err := l.readFast(src)
@@ -66,21 +66,10 @@ func (l *Loader) read(src *source) error {
 		sub, err = l.readReference(src)
 	}
 	if err != nil {
-		return l.notRead(src.name, err)
+		return err
 	}
 	l.merge(sub)
 	return nil
-}
-
-// notRead reports an input that is no manifest; other errors (reading a file) are
-// returned.
-func (l *Loader) notRead(name string, err error) error {
-	var bin *binaryError
-	if errors.As(err, &bin) {
-		l.Errors.Add(model.Origin{File: name, Doc: 1}, "", "%v", bin)
-		return nil
-	}
-	return err
 }
 
 // readFast reads src with the fast readers; nil, and no error, when they gave up
@@ -89,7 +78,7 @@ func (l *Loader) readFast(src *source) (*Loader, error) {
 	if l.Reader == Reference {
 		return nil, nil
 	}
-	in, err := src.open()
+	in, err := src.open(l.maxInput(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +89,7 @@ func (l *Loader) readFast(src *source) (*Loader, error) {
 		}); ok {
 			return sub, nil
 		}
-		if in, err = src.open(); err != nil {
+		if in, err = src.open(l.maxInput(), false); err != nil {
 			return nil, err
 		}
 	}
@@ -203,9 +192,16 @@ func (l *Loader) readDocs(name string, first int, read func(doc func(int, *tree.
 	return ok, docs
 }
 
-// readReference reads src with yaml.v3.
+// readReference reads src with yaml.v3, checked for UTF-8 to the end: yaml.v3 words
+// invalid UTF-8 as a syntax error of its own, and where it finds it depends on how
+// much it read at once.
 func (l *Loader) readReference(src *source) (*Loader, error) {
-	in, err := src.open()
+	if src.file == nil {
+		if err := inspect(&inspector{max: l.maxInput(), all: true}, src.text, true); err != nil {
+			return nil, err
+		}
+	}
+	in, err := src.open(l.maxInput(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -229,49 +225,4 @@ func (l *Loader) readReference(src *source) (*Loader, error) {
 		t := tree.FromYAML(&n)
 		sub.document(origin, &t)
 	}
-}
-
-// checked reads a file for the readers, and stops at the first sign that it is no
-// manifest (checkText), with an error that stays.
-type checked struct {
-	r   io.Reader
-	off int64
-	err error
-}
-
-func (c *checked) Read(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.r.Read(p)
-	if c.err = checkText(p[:n], c.off); c.err != nil {
-		return 0, c.err
-	}
-	if err != nil && err != io.EOF {
-		c.err = err
-	}
-	c.off += int64(n)
-	return n, err
-}
-
-// binaryError says an input is no manifest.
-type binaryError struct{ offset int64 }
-
-func (e *binaryError) Error() string {
-	return fmt.Sprintf("not a YAML or JSON manifest: binary data (a NUL byte at offset %d)", e.offset)
-}
-
-// checkText checks text that starts at offset in its input: a NUL byte says it is
-// no manifest.
-func checkText[T string | []byte](text T, offset int64) error {
-	var i int
-	if s, ok := any(text).(string); ok {
-		i = strings.IndexByte(s, 0)
-	} else {
-		i = bytes.IndexByte(any(text).([]byte), 0)
-	}
-	if i >= 0 {
-		return &binaryError{offset + int64(i)}
-	}
-	return nil
 }

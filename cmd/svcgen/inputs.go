@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/load"
 )
 
 // inputCheck is a command's own check of its flags against the inputs: a usage
@@ -34,6 +35,9 @@ func (f *inputFlags) runInputs(stdin io.Reader, stderr io.Writer, check inputChe
 	if err != nil {
 		return nil, err
 	}
+	if in.Reader, err = manifestReader(os.Getenv("SVCGEN_YAML")); err != nil {
+		return nil, err
+	}
 	if check != nil {
 		if err := check(in); err != nil {
 			return nil, err
@@ -43,8 +47,23 @@ func (f *inputFlags) runInputs(stdin io.Reader, stderr io.Writer, check inputChe
 	if err != nil {
 		return nil, err
 	}
+	printWarnings(stderr, res.InputWarnings)
 	printProblems(stderr, res.Warnings)
 	return res, nil
+}
+
+// manifestReader is how manifests are read, from SVCGEN_YAML: "reference" reads
+// them with yaml.v3 alone, the reference the fast readers are held to, for triage
+// when svcgen reads a manifest otherwise than expected; unset (or "fast"), the fast
+// readers read what they can.
+func manifestReader(env string) (load.Reader, error) {
+	switch env {
+	case "", "fast":
+		return load.Fast, nil
+	case string(load.Reference):
+		return load.Reference, nil
+	}
+	return "", usagef("SVCGEN_YAML=%q: unknown reader (want reference, or fast, the default)", env)
 }
 
 // stdinTaken is the check of a command one of whose own arguments reads stdin

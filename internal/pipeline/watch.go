@@ -4,11 +4,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/svcgen/svcgen/compiler"
@@ -154,28 +152,11 @@ func (w *Watch) paths() ([]string, error) {
 		if p == "" {
 			continue
 		}
-		info, err := os.Stat(p)
+		files, _, err := load.Files(p)
 		if err != nil {
 			return nil, &InputError{err}
 		}
-		if !info.IsDir() {
-			out = append(out, p)
-			continue
-		}
-		err = filepath.WalkDir(p, func(f string, d fs.DirEntry, err error) error {
-			switch {
-			case err != nil:
-				return err
-			case d.IsDir() && f != p && strings.HasPrefix(d.Name(), "."):
-				return filepath.SkipDir
-			case !d.IsDir() && load.IsManifest(f):
-				out = append(out, f)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, &InputError{err}
-		}
+		out = append(out, files...)
 	}
 	sort.Strings(out)
 	return out, nil
@@ -201,18 +182,26 @@ func (w *Watch) reread(path string, old *watchedFile) (*watchedFile, []*model.Pr
 
 // read loads one file on its own.
 func (w *Watch) read(path string) (*watchedFile, []*model.Problem, error) {
-	info, err := os.Stat(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, nil, &InputError{err}
 	}
-	data, err := os.ReadFile(path)
+	defer fh.Close()
+	info, err := fh.Stat()
 	if err != nil {
 		return nil, nil, &InputError{err}
 	}
-	l := &load.Loader{Dialect: w.in.Dialect}
+	if !info.Mode().IsRegular() {
+		return nil, nil, &InputError{fmt.Errorf("%s: not a regular file: --watch reads its inputs again and again", path)}
+	}
+	// One byte more than the loader takes: it says the file is too large.
+	data, err := io.ReadAll(io.LimitReader(fh, load.DefaultMaxInput+1))
+	if err != nil {
+		return nil, nil, &InputError{err}
+	}
+	l := &load.Loader{Dialect: w.in.Dialect, Reader: w.in.Reader}
 	l.Bytes(path, data)
-	l.Errors.Sort()
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, nil, &InputError{err}
 	}
 	if path == w.in.Config && len(l.Cluster.Configs) == 0 {

@@ -1,0 +1,155 @@
+package load
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// What the loader checks of every input before any reader trusts it, whichever way
+// it is read (text, file or stream) and whichever reader reads it, so that a bad
+// input is reported alike on every path:
+//
+//   - its size: at most MaxInput bytes (DefaultMaxInput, 256 MiB), checked before a
+//     regular file is read and as any input is read, so that a link to /dev/zero or
+//     an endless pipe stops there;
+//   - NUL bytes, anywhere: the input is binary;
+//   - UTF-8, in the first block (headSize): binary data is found before much of it
+//     is read. The fast readers give up on invalid UTF-8 beyond it, and yaml.v3, the
+//     reader they leave it to, gets the input checked to the end first.
+
+// DefaultMaxInput is how many bytes svcgen reads from one input at most: about 15
+// times the 10,000-Service cluster as kubectl prints it (18 MB of YAML, 46 MB of
+// JSON).
+const DefaultMaxInput = 256 << 20
+
+// headSize is the first block of an input, where invalid UTF-8 is looked for before
+// any reader starts.
+const headSize = 64 << 10
+
+// inputError is why an input is not a manifest, or was not read.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string { return e.msg }
+
+func notManifest(format string, args ...any) error {
+	return &inputError{"not a YAML or JSON manifest: " + fmt.Sprintf(format, args...)}
+}
+
+func tooLarge(max int64) error {
+	return &inputError{fmt.Sprintf("larger than %s, the most svcgen reads from one input", size(max))}
+}
+
+// size writes a number of bytes for a message: "256 MiB".
+func size(n int64) string {
+	for _, u := range []struct {
+		unit  string
+		bytes int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.bytes && n%u.bytes == 0 {
+			return fmt.Sprintf("%d %s", n/u.bytes, u.unit)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// inspector checks an input as it is read, in consecutive parts (see inspect).
+type inspector struct {
+	max int64
+	// all: check UTF-8 to the end, not only in the first block.
+	all bool
+	off int64
+	// pending is the start of a character cut short at the end of the last part.
+	pending string
+}
+
+// inspect checks the part p of an input, which comes after what was checked so far;
+// eof: it is the last part.
+func inspect[T string | []byte](c *inspector, p T, eof bool) error {
+	if c.off+int64(len(p)) > c.max {
+		return tooLarge(c.max)
+	}
+	if i := indexNUL(p); i >= 0 {
+		return notManifest("binary data (a NUL byte at offset %d)", c.off+int64(i))
+	}
+	if c.all || c.off < headSize {
+		text := p
+		if !c.all && c.off+int64(len(p)) > headSize {
+			text = p[:headSize-c.off]
+			eof = false
+		}
+		if err := c.utf8(string(text), eof); err != nil {
+			return err
+		}
+	}
+	c.off += int64(len(p))
+	return nil
+}
+
+// utf8 checks text, which starts at c.off, for invalid UTF-8; a character it cuts
+// short at its end is checked with the next part, unless it is the last.
+func (c *inspector) utf8(text string, eof bool) error {
+	start := c.off - int64(len(c.pending))
+	if c.pending != "" {
+		text = c.pending + text
+		c.pending = ""
+	}
+	i := invalidUTF8(text)
+	if i < 0 {
+		return nil
+	}
+	if rest := text[i:]; !eof && len(rest) < utf8.UTFMax && !utf8.FullRuneInString(rest) {
+		c.pending = rest
+		return nil
+	}
+	return notManifest("not UTF-8 (a byte 0x%02x at offset %d)", text[i], start+int64(i))
+}
+
+// invalidUTF8 is the offset of the first byte of text that is not UTF-8, -1 when
+// every byte is.
+func invalidUTF8(text string) int {
+	if utf8.ValidString(text) {
+		return -1
+	}
+	for i := 0; i < len(text); {
+		r, n := utf8.DecodeRuneInString(text[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// indexNUL is the offset of the first NUL byte, -1 when there is none.
+func indexNUL[T string | []byte](p T) int {
+	if s, ok := any(p).(string); ok {
+		return strings.IndexByte(s, 0)
+	}
+	return bytes.IndexByte(any(p).([]byte), 0)
+}
+
+// checked is a reader that inspects what it reads and stops, with an error that
+// stays, at the first problem.
+type checked struct {
+	r   io.Reader
+	c   inspector
+	err error
+}
+
+func (c *checked) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.r.Read(p)
+	if bad := inspect(&c.c, p[:n], err == io.EOF); bad != nil {
+		c.err = bad
+		return 0, bad
+	}
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	return n, err
+}
