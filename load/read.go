@@ -222,7 +222,11 @@ func (l *Loader) readReference(src *source) (*Loader, error) {
 			sub.Errors.Add(origin, "", "%s", yamlError(err))
 			return sub, nil
 		}
-		t := tree.FromYAML(&n)
-		sub.document(origin, &t)
+		t, usable := tree.FromYAML(&n, func(at tree.Path, msg string) {
+			sub.Errors.Add(origin, at.String(), "%s", msg)
+		})
+		if usable {
+			sub.document(origin, &t)
+		}
 	}
 }

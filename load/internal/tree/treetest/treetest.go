@@ -13,7 +13,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Reference reads every document of data with yaml.v3, the reference.
+// Reference reads every document of data with yaml.v3, the reference; an error
+// when yaml.v3 cannot, or the trees would have a problem (see tree.FromYAML).
 func Reference(data []byte) ([]tree.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var out []tree.Node
@@ -26,7 +27,14 @@ func Reference(data []byte) ([]tree.Node, error) {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, tree.FromYAML(&n))
+		var bad error
+		t, _ := tree.FromYAML(&n, func(at tree.Path, msg string) {
+			bad = errors.Join(bad, fmt.Errorf("%s: %s", at, msg))
+		})
+		if bad != nil {
+			return out, bad
+		}
+		out = append(out, t)
 	}
 }
 

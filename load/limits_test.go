@@ -1,0 +1,77 @@
+package load
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/svcgen/svcgen/load/internal/tree"
+)
+
+// An alias inside the value it names would never end: it crashed svcgen (the stack
+// grew to 1 GB). It is reported at the alias, and the rest is read.
+func TestAliasCycles(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"a: &x [*x]\n", `x.yaml: document 1: a[0]: alias *x is inside the value it names: it would never end`},
+		{"apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: &s\n  ports: [{port: 80}]\n  selector: {app: *s}\n",
+			"x.yaml: document 1: spec.selector.app: alias *s is inside the value it names: it would never end"},
+		{okService + "---\nb: &y {c: [{d: *y}], e: *y}\n", `x.yaml: document 2: b.c[0].d: alias *y is inside the value it names: it would never end`},
+	} {
+		for _, r := range []Reader{Fast, Reference} {
+			l := &Loader{Reader: r}
+			l.Text("x.yaml", tc.src)
+			if got := fmt.Sprint(l.Err()); got != tc.want {
+				t.Errorf("reader %q, %q:\n%s\nwant\n%s", r, tc.src, got, tc.want)
+			}
+		}
+	}
+}
+
+// Aliases that stand for far more than the document holds, a few lines for 10^9
+// values, stop at MaxAliasValues: here a List of Lists that the walker would have
+// decoded a billion Services from.
+func TestAliasBombs(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: List\nitems:\n- &l0 {apiVersion: v1, kind: Service, metadata: {name: s}, spec: {ports: [{port: 80}]}}\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "- &l%d {apiVersion: v1, kind: List, items: [%s]}\n", i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
+	}
+	l := &Loader{}
+	l.Text("x.yaml", b.String())
+	if got, want := fmt.Sprint(l.Err()), "x.yaml: document 1: items[4].items[4]: aliases add more than 100000 values to the document (here *l3)"; got != want {
+		t.Errorf("errors\n%s\nwant\n%s", got, want)
+	}
+	if n := len(l.Cluster.Services); n > 0 {
+		t.Errorf("%d services from a document that cannot be read", n)
+	}
+	l = &Loader{}
+	l.Text("x.yaml", billionLaughs(9))
+	if got, want := fmt.Sprint(l.Err()), "x.yaml: document 1: data.l5[7]: aliases add more than 100000 values to the document (here *l4)"; got != want {
+		t.Errorf("errors\n%s\nwant\n%s", got, want)
+	}
+	// Anchors that share a few values are no bomb.
+	l = &Loader{}
+	l.Text("x.yaml", billionLaughs(4))
+	if err := l.Err(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Values may nest 1000 levels deep, as no manifest does.
+func TestNestingDepth(t *testing.T) {
+	nest := func(levels int) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata:\n  a: " +
+			strings.Repeat("[", levels-2) + strings.Repeat("]", levels-2) + "\n"
+	}
+	for levels, want := range map[int]string{
+		tree.MaxNesting:     "<nil>",
+		tree.MaxNesting + 1: "x.yaml: document 1: data: values nest deeper than 1000 levels",
+		5000:                "x.yaml: document 1: data: values nest deeper than 1000 levels",
+	} {
+		l := &Loader{}
+		l.Text("x.yaml", nest(levels))
+		if got := fmt.Sprint(l.Err()); got != want {
+			t.Errorf("%d levels: %s, want %s", levels, got, want)
+		}
+	}
+}
