@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/svcgen/svcgen/internal/textutil"
 )
 
 // StdinName is how stdin is named in messages.
@@ -88,7 +90,7 @@ func folderFiles(dir string) (files []string, passed []error, err error) {
 		return nil, nil, err
 	}
 	if len(all) == 0 {
-		return nil, nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json files in this folder", quote(dir))
+		return nil, nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json files in this folder", textutil.Quote(dir))
 	}
 	for _, f := range all {
 		info, err := os.Stat(f)
@@ -96,7 +98,7 @@ func folderFiles(dir string) (files []string, passed []error, err error) {
 		case err != nil:
 			return nil, nil, err
 		case !info.Mode().IsRegular():
-			passed = append(passed, fmt.Errorf("%s: passed over: %s, not a regular file (name it with -f to read it)", quote(f), fileType(info.Mode())))
+			passed = append(passed, fmt.Errorf("%s: passed over: %s, not a regular file (name it with -f to read it)", textutil.Quote(f), fileType(info.Mode())))
 		default:
 			files = append(files, f)
 		}
@@ -162,7 +164,7 @@ func (l *Loader) file(path string, flag int) error {
 	case err != nil:
 		return err
 	case !info.Mode().IsRegular():
-		return fmt.Errorf("%s: %s, not a regular file", quote(path), fileType(info.Mode()))
+		return fmt.Errorf("%s: %s, not a regular file", textutil.Quote(path), fileType(info.Mode()))
 	case info.Size() > l.maxInput():
 		return named(path, tooLarge(l.maxInput()))
 	}
@@ -176,7 +178,7 @@ func (l *Loader) stream(name string, r io.Reader) error {
 	if _, err := io.Copy(&text, &checked{r: r, c: inspector{max: l.maxInput()}}); err != nil {
 		var bad *inputError
 		if !errors.As(err, &bad) {
-			return fmt.Errorf("reading %s: %w", quote(name), err)
+			return fmt.Errorf("reading %s: %w", textutil.Quote(name), err)
 		}
 		return named(name, err)
 	}
@@ -188,7 +190,7 @@ func (l *Loader) stream(name string, r io.Reader) error {
 func named(name string, err error) error {
 	var bad *inputError
 	if errors.As(err, &bad) {
-		return fmt.Errorf("%s: %w", quote(name), err)
+		return fmt.Errorf("%s: %w", textutil.Quote(name), err)
 	}
 	return err
 }

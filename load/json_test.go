@@ -24,7 +24,7 @@ var jsonSnippets = []struct {
 }{
 	{`{}`, true}, {`[]`, true}, {` { } `, true}, {"\n\t{\r\n}\n", true}, {`[1, -2, 2.5, -0, 1e3, 1E-2, 0.0]`, true},
 	{`{"a": true, "b": false, "c": null, "d": "", "e": [], "f": {}}`, true},
-	{`{"a": "q\"\\\b\f\n\r\t\u00e9\u2028 x"}`, true}, {`{"a": "\/"}`, true}, {`{"\ud83d\ude00": "\uD83D\uDE00"}`, true}, {`{"é": "ü"}`, true}, {`{"a": 1, "a": 2}`, true},
+	{`{"a": "q\"\\\b\f\n\r\t\u00e9\u2028 x"}`, true}, {`{"a": "\/"}`, true}, {`{"\ud83d\ude00": "\uD83D\uDE00"}`, true}, {`{"é": "ü"}`, true}, {`{"a": 1, "a": 2}`, false},
 	{`{"a": [1, [2, {"b": 3}], {"c": [4]}]}`, true}, {`[[[[[[[[[[1]]]]]]]]]]`, true},
 	{`{"port": 12345678901234567890}`, true}, {`{"a": "10.0.0.1", "b": "1.5", "c": "true"}`, true},
 	{`{"apiVersion": "v1", "kind": "List", "items": [{"a": 1}, 2, "x", null]}`, true},

@@ -75,3 +75,25 @@ func TestNestingDepth(t *testing.T) {
 		}
 	}
 }
+
+// A mapping that repeats a key is an error, as kubectl has it, at the key, whichever
+// reader meets it: the fast readers give up on it and yaml.v3's reports it.
+func TestDuplicateKeys(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ports:\n  - port: 80\n    targetPort: 8080\n    port: 81\n",
+			`x.yaml: document 1: spec.ports[0].port: duplicate key (kubectl refuses a mapping that repeats a key)`},
+		{`{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a", "labels": {"a b": "1", "a b": "2"}}, "spec": {"ports": [{"port": 80}]}}]}`,
+			`x.yaml: document 1: items[0].metadata.labels."a b": duplicate key (kubectl refuses a mapping that repeats a key)`},
+		{okService + "---\n" + okService + "kind: Service\n1: a\n\"1\": b\n",
+			"x.yaml: document 2: 1: duplicate key (kubectl refuses a mapping that repeats a key)\n" +
+				"x.yaml: document 2: kind: duplicate key (kubectl refuses a mapping that repeats a key)"},
+	} {
+		for _, r := range []Reader{Fast, Reference} {
+			l := &Loader{Reader: r}
+			l.Text("x.yaml", tc.src)
+			if got := fmt.Sprint(l.Err()); got != tc.want {
+				t.Errorf("reader %q, %q:\n%s\nwant\n%s", r, tc.src, got, tc.want)
+			}
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/load/internal/tree"
 	"github.com/svcgen/svcgen/model"
 )
@@ -110,10 +111,20 @@ func (l *Loader) merge(sub *Loader) {
 	l.Warnings.Merge(&sub.Warnings)
 }
 
-// yamlError drops the "yaml: " prefix; the message says YAML syntax instead.
+// yamlError drops the "yaml: " prefix; the message says YAML syntax instead. The
+// message may quote the input: it is escaped.
 func yamlError(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	return "YAML syntax error: " + msg
+	return "YAML syntax error: " + textutil.Escape(msg)
+}
+
+// shown is how an origin (model.Origin) shows a name from the input or the file
+// system: quoted where it is not plain (tree.Quote); "" when there is none.
+func shown(name string) string {
+	if name == "" {
+		return ""
+	}
+	return textutil.Quote(name)
 }
 
 func (l *Loader) document(o model.Origin, n *tree.Node) {
@@ -137,10 +148,10 @@ func (l *Loader) object(o model.Origin, n *tree.Node) {
 		w.errorf(tree.At("kind"), "missing: every object needs apiVersion and kind")
 		return
 	}
-	w.origin.Kind = kind
+	w.origin.Kind = shown(kind)
 	if meta := tree.Get(n, "metadata"); meta != nil && meta.Kind == tree.Mapping {
-		w.origin.Name = w.text.keep(tree.ScalarText(tree.Get(meta, "name")))
-		w.origin.Namespace = w.text.keep(tree.ScalarText(tree.Get(meta, "namespace")))
+		w.origin.Name = shown(w.text.keep(tree.ScalarText(tree.Get(meta, "name"))))
+		w.origin.Namespace = shown(w.text.keep(tree.ScalarText(tree.Get(meta, "namespace"))))
 	}
 	decode, ok := decoders[kindKey{apiVersion, kind}]
 	if !ok {
@@ -150,7 +161,7 @@ func (l *Loader) object(o model.Origin, n *tree.Node) {
 	}
 	if !ok {
 		if known[kind] {
-			w.warnf(tree.At("apiVersion"), "%s %s is not a version svcgen reads; the object is passed over", apiVersion, kind)
+			w.warnf(tree.At("apiVersion"), "%s %s is not a version svcgen reads; the object is passed over", textutil.Quote(apiVersion), kind)
 		}
 		return
 	}

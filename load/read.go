@@ -176,18 +176,19 @@ func (l *Loader) readYAML(name string, s *splitter) (*Loader, error) {
 // their document turns out a List: otherwise they mean nothing.
 func (l *Loader) readDocs(name string, first int, read func(doc func(int, *tree.Node), item func(int, int, *tree.Node)) bool) (ok bool, docs int) {
 	var items *Loader
+	file := shown(name)
 	ok = read(func(doc int, n *tree.Node) {
 		docs++
 		if items != nil && isList(n) {
 			l.merge(items)
 		}
 		items = nil
-		l.document(model.Origin{File: name, Doc: first + doc}, n)
+		l.document(model.Origin{File: file, Doc: first + doc}, n)
 	}, func(doc, i int, item *tree.Node) {
 		if items == nil {
 			items = l.child()
 		}
-		items.listItem(model.Origin{File: name, Doc: first + doc}, i, item)
+		items.listItem(model.Origin{File: file, Doc: first + doc}, i, item)
 	})
 	return ok, docs
 }
@@ -216,7 +217,7 @@ func (l *Loader) readReference(src *source) (*Loader, error) {
 		if err := src.err(); err != nil {
 			return nil, err
 		}
-		origin := model.Origin{File: src.name, Doc: doc}
+		origin := model.Origin{File: shown(src.name), Doc: doc}
 		if err != nil {
 			// The decoder cannot resynchronise after a syntax error.
 			sub.Errors.Add(origin, "", "%s", yamlError(err))

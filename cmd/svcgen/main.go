@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/textutil"
 )
 
 func main() {
@@ -57,18 +59,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, ee.err)
+			fmt.Fprintln(stderr, terminalSafe(ee.err.Error()))
 		}
 		return ee.code
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "svcgen: %v\n", err)
+		fmt.Fprintf(stderr, "svcgen: %s\n", terminalSafe(err.Error()))
 		fmt.Fprintln(stderr, "Run 'svcgen --help' for usage.")
 		return exitUsage
 	case errors.Is(err, pipeline.ErrInput):
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, terminalSafe(err.Error()))
 		return exitInput
 	default:
-		fmt.Fprintf(stderr, "svcgen: %v\n", err)
+		fmt.Fprintf(stderr, "svcgen: %s\n", terminalSafe(err.Error()))
 		return exitInput
 	}
 }
@@ -107,6 +109,17 @@ iptables-restore input, an nft -f script, or an ipvs setup script.`,
 // printWarnings writes warnings, one a line.
 func printWarnings(stderr io.Writer, warnings []error) {
 	for _, w := range warnings {
-		fmt.Fprintf(stderr, "warning: %v\n", w)
+		fmt.Fprintf(stderr, "warning: %s\n", terminalSafe(w.Error()))
 	}
+}
+
+// terminalSafe is a message for stderr with every line escaped (textutil.Escape):
+// the loader quotes the names it puts in messages, and this is the last guard
+// against any text from the input sending the terminal control codes.
+func terminalSafe(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, line := range lines {
+		lines[i] = textutil.Escape(line)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -7,7 +7,8 @@ package tree
 // copies its own out into a slab that is used again from one document to the next.
 //
 // A fast reader gives up (GiveUp) on anything it does not read exactly as yaml.v3
-// does; the Builder gives up too on nesting deeper than MaxDepth.
+// does; the Builder gives up too on nesting deeper than MaxDepth and on a mapping
+// that repeats a key, which the reference reader reports.
 type Builder struct {
 	// Item receives the items of the document's top-level "items" list (nil: keep
 	// them in the tree); Doc is the number of the document being read.
@@ -152,5 +153,8 @@ func (b *Builder) End(kind Kind, mark int) Node {
 	clear(b.stack[mark:])
 	b.stack = b.stack[:mark]
 	n.Streamed = streamed
+	if kind == Mapping && DuplicateKey(n.Content) >= 0 {
+		GiveUp()
+	}
 	return n
 }

@@ -1,6 +1,10 @@
 package tree
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/svcgen/svcgen/internal/textutil"
+)
 
 // Path is where a field is inside an object, "spec.ports[0].targetPort", kept as
 // the steps that lead there and written out only when a problem is reported at it.
@@ -8,7 +12,8 @@ import "strconv"
 // none is ever written: built as strings, the paths of a 10,000-Service cluster
 // were about half of the load's 671k allocations. A Path is a plain value (it
 // lives in its callers' frames, never on the heap), and written out it is exactly
-// the string that joining the same steps with "." and "[i]" gives.
+// the string that joining the same steps with "." and "[i]" gives, each key quoted
+// as textutil.Quote quotes it.
 type Path struct {
 	steps [maxSteps]step
 	n     uint8
@@ -24,6 +29,7 @@ type step struct {
 	key   string // a key or a run of keys joined by "."
 	item  int32  // the index + 1; 0: none
 	noKey bool
+	flat  bool // key is a path written out, quoted already
 }
 
 // At is the path of a field named by key, or a dotted run of keys: At("spec.ports").
@@ -69,10 +75,11 @@ func (p Path) flat() Path {
 	if s == "" {
 		return Path{}
 	}
-	return Path{steps: [maxSteps]step{{key: s}}, n: 1}
+	return Path{steps: [maxSteps]step{{key: s, flat: true}}, n: 1}
 }
 
-// String writes the path out: keys joined by ".", each index as "[i]".
+// String writes the path out: keys joined by ".", each index as "[i]". A key that is
+// not plain (see textutil.Quote) is quoted: it comes from the input.
 func (p Path) String() string {
 	var b []byte
 	for _, s := range p.steps[:p.n] {
@@ -80,7 +87,11 @@ func (p Path) String() string {
 			if len(b) > 0 {
 				b = append(b, '.')
 			}
-			b = append(b, s.key...)
+			if s.flat {
+				b = append(b, s.key...)
+			} else {
+				b = append(b, textutil.Quote(s.key)...)
+			}
 		}
 		if s.item > 0 {
 			b = append(b, '[')

@@ -3,20 +3,22 @@ package tree
 import (
 	"strconv"
 	"testing"
+
+	"github.com/svcgen/svcgen/internal/textutil"
 )
 
-// A Path writes out what joining its steps as strings gives, at any depth and
-// with empty keys too (a label may be named "").
+// A Path writes out what joining its steps as strings gives, at any depth, with
+// keys that are not plain quoted (a label may be named "", or hold a space).
 func TestPath(t *testing.T) {
 	join := func(path, key string) string {
 		if path == "" {
-			return key
+			return textutil.Quote(key)
 		}
-		return path + "." + key
+		return path + "." + textutil.Quote(key)
 	}
 	index := func(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 	p, want := At(""), ""
-	for i, k := range []string{"spec", "", "containers", "#", "ports", "name", "", "x.y", "z"} {
+	for i, k := range []string{"spec", "", "containers", "#", "ports", "name", "a b", "x.y", "\x1b[2J"} {
 		p, want = p.Key(k), join(want, k)
 		if i%2 == 0 {
 			p, want = p.Index(i), index(want, i)

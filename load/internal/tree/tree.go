@@ -121,6 +121,34 @@ func Describe(n *Node) string {
 	return "something else"
 }
 
+// DuplicateKey returns the index in a mapping's content of the first key that
+// repeats an earlier one, -1 when none does. Only scalar keys are compared, by text
+// ("1" and 1 are one key once the manifest is JSON, as the API server reads it).
+func DuplicateKey(content []Node) int {
+	if len(content) > 32 {
+		seen := make(map[string]bool, len(content)/2)
+		for i := 0; i < len(content); i += 2 {
+			if k := &content[i]; k.Kind == Scalar {
+				if seen[k.Value] {
+					return i
+				}
+				seen[k.Value] = true
+			}
+		}
+		return -1
+	}
+	for i := 2; i < len(content); i += 2 {
+		if k := &content[i]; k.Kind == Scalar {
+			for j := 0; j < i; j += 2 {
+				if content[j].Value == k.Value && content[j].Kind == Scalar {
+					return i
+				}
+			}
+		}
+	}
+	return -1
+}
+
 // Plain makes a plain (unquoted) scalar, resolving its type.
 func Plain(v string) Node {
 	return Node{Kind: Scalar, Tag: ResolvePlain(v), Value: v}

@@ -23,9 +23,10 @@ const (
 
 // FromYAML converts a yaml.v3 document (or value) into a tree. A value aliased
 // many times is converted once and shared. It reports to problem, at the path where
-// it is, what makes the document unusable, and then returns false: an alias inside
-// the value it names, aliases that add more than MaxAliasValues, nesting deeper than
-// MaxNesting (one problem of each kind).
+// it is, every key that a mapping repeats (the walker reads the first), and what
+// makes the document unusable, and then returns false: an alias inside the value it
+// names, aliases that add more than MaxAliasValues, nesting deeper than MaxNesting
+// (one problem of each kind).
 func FromYAML(n *yaml.Node, problem func(at Path, msg string)) (Node, bool) {
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 0 {
@@ -128,6 +129,9 @@ func (c *converter) convert(n *yaml.Node) (Node, int) {
 			out.Content[i], out.Content[i+1] = k, v
 			size += ks + vs
 		}
+		if DuplicateKey(out.Content) >= 0 {
+			c.duplicates(&out)
+		}
 	case yaml.SequenceNode:
 		out = Node{Kind: Sequence, Content: make([]Node, len(n.Content))}
 		for i, child := range n.Content {
@@ -165,4 +169,18 @@ func (c *converter) alias(n *yaml.Node) (Node, int) {
 	}
 	c.added += done.size
 	return done.node, done.size
+}
+
+// duplicates reports every key that a mapping repeats, at the key.
+func (c *converter) duplicates(m *Node) {
+	at := c.at()
+	seen := map[string]bool{}
+	for i := 0; i < len(m.Content); i += 2 {
+		if k := &m.Content[i]; k.Kind == Scalar {
+			if seen[k.Value] {
+				c.problem(at.Key(k.Value), "duplicate key (kubectl refuses a mapping that repeats a key)")
+			}
+			seen[k.Value] = true
+		}
+	}
 }
