@@ -66,6 +66,9 @@ func checkSameLoadMax(t *testing.T, name, src string, d Dialect, min int, maxInp
 		if got := problemText(w.l); got != want {
 			t.Errorf("%s, %s: problems\n%s\nyaml.v3 reports\n%s\ninput:\n%s", name, w.name, got, want, src)
 		}
+		if got, want := w.l.Tally.Line(""), ref.Tally.Line(""); got != want {
+			t.Errorf("%s, %s: %q, yaml.v3 %q\ninput:\n%s", name, w.name, got, want, src)
+		}
 		if !reflect.DeepEqual(w.l.Cluster, ref.Cluster) {
 			t.Errorf("%s, %s: the objects differ from yaml.v3's\ninput:\n%s", name, w.name, src)
 		}

@@ -48,6 +48,9 @@ const (
 type Loader struct {
 	Dialect Dialect
 	Reader  Reader
+	// Strict makes what looks like a typo an error: an unknown field of an object
+	// svcgen reads, a kind near one it reads (see fields.go).
+	Strict bool
 	// MaxInput is how many bytes one input may hold; 0 is DefaultMaxInput.
 	MaxInput int64
 
@@ -61,7 +64,10 @@ type Loader struct {
 	InputErrors []error
 	// InputWarnings are the files of folders that were passed over, and why.
 	InputWarnings []error
+	// Tally counts the objects of each input, read and passed over.
+	Tally Tally
 
+	count counts  // the objects this Loader met, for Tally
 	bools [2]bool // false, true: see walker.boolPtr
 	text  keeper
 	// pieces is the size of the pieces YAML is read in (0: pieceSize); tests set it.
@@ -97,7 +103,7 @@ func (l *Loader) pieceSize() int {
 // child is an empty Loader that reads as l does, for part of an input: what it
 // loads joins l (merge) once the part is read, or is dropped.
 func (l *Loader) child() *Loader {
-	return &Loader{Dialect: l.Dialect, Reader: l.Reader, MaxInput: l.MaxInput, pieces: l.pieces}
+	return &Loader{Dialect: l.Dialect, Reader: l.Reader, Strict: l.Strict, MaxInput: l.MaxInput, pieces: l.pieces}
 }
 
 // merge appends what sub loaded; sub is not used after.
@@ -109,6 +115,7 @@ func (l *Loader) merge(sub *Loader) {
 	}
 	l.Errors.Merge(&sub.Errors)
 	l.Warnings.Merge(&sub.Warnings)
+	l.count.add(&sub.count)
 }
 
 // yamlError drops the "yaml: " prefix; the message says YAML syntax instead. The
@@ -141,7 +148,7 @@ func (l *Loader) document(o model.Origin, n *tree.Node) {
 // object decodes one object (or a List of them) of a known kind.
 func (l *Loader) object(o model.Origin, n *tree.Node) {
 	l.bools[1] = true
-	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect, bools: &l.bools, text: &l.text}
+	w := &walker{origin: o, errs: &l.Errors, warns: &l.Warnings, dialect: l.Dialect, strict: l.Strict, bools: &l.bools, text: &l.text}
 	apiVersion := w.str(n, "apiVersion")
 	kind := w.str(n, "kind")
 	if kind == "" {
@@ -153,43 +160,32 @@ func (l *Loader) object(o model.Origin, n *tree.Node) {
 		w.origin.Name = shown(w.text.keep(tree.ScalarText(tree.Get(meta, "name"))))
 		w.origin.Namespace = shown(w.text.keep(tree.ScalarText(tree.Get(meta, "namespace"))))
 	}
-	decode, ok := decoders[kindKey{apiVersion, kind}]
-	if !ok {
-		if strings.HasSuffix(kind, "List") && kind != "List" && apiVersion == "v1" {
-			decode, ok = decoders[kindKey{"v1", "List"}]
-		}
-	}
-	if !ok {
-		if known[kind] {
-			w.warnf(tree.At("apiVersion"), "%s %s is not a version svcgen reads; the object is passed over", textutil.Quote(apiVersion), kind)
-		}
+	k := kindOf(apiVersion, kind)
+	if k == nil {
+		l.count.pass(w.origin.Kind)
+		l.passOver(w, apiVersion, kind)
 		return
 	}
-	decode(l, w, n)
+	if k.plural != "" {
+		l.count.readOne(k)
+	}
+	k.decode(l, w, n)
+	w.checkFields(n, k.fields, tree.Path{})
 }
 
-type kindKey struct{ apiVersion, kind string }
-
-// known kinds: a different apiVersion of one of these gets a warning, not silence.
-var known = map[string]bool{
-	"Service": true, "EndpointSlice": true, "Endpoints": true, "Pod": true, "Node": true,
-	"ServiceCIDR": true, "KubeProxyConfiguration": true, "NodeEnvironment": true,
-}
-
-var decoders map[kindKey]func(*Loader, *walker, *tree.Node)
-
-func init() {
-	decoders = map[kindKey]func(*Loader, *walker, *tree.Node){
-		{"v1", "List"}:                               (*Loader).list,
-		{"v1", "Service"}:                            (*Loader).service,
-		{"v1", "Endpoints"}:                          (*Loader).endpoints,
-		{"v1", "Pod"}:                                (*Loader).pod,
-		{"v1", "Node"}:                               (*Loader).node,
-		{"discovery.k8s.io/v1", "EndpointSlice"}:     (*Loader).endpointSlice,
-		{"networking.k8s.io/v1", "ServiceCIDR"}:      (*Loader).serviceCIDR,
-		{"networking.k8s.io/v1beta1", "ServiceCIDR"}: (*Loader).serviceCIDR,
-		{"kubeproxy.config.k8s.io/v1alpha1", "KubeProxyConfiguration"}: (*Loader).config,
-		{"svcgen/v1alpha1", "NodeEnvironment"}:                         (*Loader).environment,
+// passOver passes over an object of a kind svcgen does not read: in silence when
+// it is of another kind of the Kubernetes API, or of one svcgen does not know (a
+// custom resource); with a warning when it is a kind svcgen reads in another
+// apiVersion, or a kind svcgen reads but mistyped.
+func (l *Loader) passOver(w *walker, apiVersion, kind string) {
+	switch {
+	case byName[kind] != nil:
+		w.warnf(tree.At("apiVersion"), "%s %s is not a version svcgen reads; the object is passed over", textutil.Quote(apiVersion), kind)
+	case apiKinds[kind]:
+	default:
+		if meant := nearest(kind, kindNames); meant != "" {
+			w.typo(tree.At("kind"), "unknown kind %s, passed over (did you mean %s?)", textutil.Quote(kind), meant)
+		}
 	}
 }
 
@@ -220,20 +216,4 @@ func (l *Loader) listItem(o model.Origin, i int, item *tree.Node) {
 		return
 	}
 	l.object(o, item)
-}
-
-// isList reports whether object decodes as a kind: List (see object).
-func isList(n *tree.Node) bool {
-	str := func(key string) string {
-		if v := tree.Get(n, key); v != nil && v.Kind == tree.Scalar && v.Tag == tree.Str {
-			return v.Value
-		}
-		return ""
-	}
-	apiVersion, kind := str("apiVersion"), str("kind")
-	if apiVersion != "v1" || !strings.HasSuffix(kind, "List") {
-		return false
-	}
-	_, other := decoders[kindKey{apiVersion, kind}]
-	return kind == "List" || !other
 }

@@ -69,6 +69,7 @@ func (l *Loader) read(src *source) error {
 		return err
 	}
 	l.merge(sub)
+	l.Tally.add(shown(src.name), &sub.count)
 	return nil
 }
 

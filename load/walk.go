@@ -17,6 +17,7 @@ type walker struct {
 	errs    *model.Problems
 	warns   *model.Problems
 	dialect Dialect
+	strict  bool     // typos are errors (see typo)
 	bools   *[2]bool // false and true, for boolPtr
 	text    *keeper  // where the strings it returns are kept
 }

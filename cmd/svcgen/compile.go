@@ -27,6 +27,7 @@ type inputFlags struct {
 	serviceCIDR   []string
 	nodePortRange string
 	dialect       string
+	readFlags     // --strict, -q, -v: see inputs.go
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -39,6 +40,7 @@ func (f *inputFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.serviceCIDR, "service-cidr", nil, "allocate ClusterIPs from this CIDR when the input has no ServiceCIDR (default 10.96.0.0/12); repeatable, one per family")
 	fl.StringVar(&f.nodePortRange, "node-port-range", "30000-32767", "allocate NodePorts from this range")
 	fl.StringVar(&f.dialect, "dialect", "", "accept a manifest dialect: minik8s (course-project YAML)")
+	f.readFlags.register(cmd)
 }
 
 // settings checks the flags and turns them into pipeline settings.

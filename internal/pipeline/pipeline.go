@@ -22,7 +22,13 @@ type Inputs struct {
 	Config  string   // a KubeProxyConfiguration file (-c)
 	Dialect load.Dialect
 	Reader  load.Reader // how manifests are read: see load.Reader
+	Strict  bool        // typos are errors: see load.Loader.Strict
 	Stdin   io.Reader
+}
+
+// loader is an empty Loader that reads as in says.
+func (in Inputs) loader() *load.Loader {
+	return &load.Loader{Dialect: in.Dialect, Reader: in.Reader, Strict: in.Strict}
 }
 
 // UsesStdin reports whether an input is "-".
@@ -56,6 +62,8 @@ type Result struct {
 	Warnings []*model.Problem
 	// InputWarnings are the files of folders the loader passed over, and why.
 	InputWarnings []error
+	// Read counts the objects of each input, read and passed over.
+	Read *load.Tally
 	// Lock is the lock file's new content; nil when no lock file was asked for.
 	Lock []byte
 }
@@ -73,7 +81,7 @@ func (e *InputError) Is(t error) bool { return t == ErrInput }
 // Load reads every input into one cluster. Every problem is reported, all at once:
 // the inputs that could not be read, and every document's.
 func Load(in Inputs) (*load.Loader, error) {
-	l := &load.Loader{Dialect: in.Dialect, Reader: in.Reader}
+	l := in.loader()
 	files := in.Files
 	if len(files) == 0 {
 		return nil, &InputError{errors.New("no input: give manifests with -f FILE, -f FOLDER or -f - (stdin)")}
@@ -104,7 +112,7 @@ func Run(in Inputs, s Settings) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.InputWarnings = l.InputWarnings
+	res.InputWarnings, res.Read = l.InputWarnings, &l.Tally
 	return res, nil
 }
 

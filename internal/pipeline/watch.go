@@ -46,6 +46,7 @@ type watchedFile struct {
 	modTime time.Time
 	sum     [sha256.Size]byte
 	objects *model.Cluster
+	read    *load.Tally
 }
 
 // WatchUpdate is what changed in one Refresh.
@@ -68,7 +69,8 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 	w := &Watch{in: in, settings: s, files: map[string]*watchedFile{}}
 	cluster := &model.Cluster{}
 	var warnings []*model.Problem
-	paths, err := w.paths()
+	read := &load.Tally{}
+	paths, passed, err := w.paths()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,6 +82,7 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 		w.files[p] = f
 		warnings = append(warnings, warns...)
 		cluster.Append(f.objects)
+		read.Merge(f.read)
 	}
 	ropts, opts, err := options(cluster, in.Dialect == load.MiniK8s, s)
 	if err != nil {
@@ -90,14 +93,16 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 		return nil, nil, &InputError{err}
 	}
 	w.session, w.mode = sess, opts.Mode
-	return w, result(cluster, sess.Resolved(), up.Map, opts.Mode, append(warnings, up.Warnings...), s), nil
+	res := result(cluster, sess.Resolved(), up.Map, opts.Mode, append(warnings, up.Warnings...), s)
+	res.InputWarnings, res.Read = passed, read
+	return w, res, nil
 }
 
 // Refresh reads the inputs that changed and recompiles. It returns nil when nothing
 // changed. On an error (a changed file is wrong) the Watch keeps its last good state
 // and the next Refresh tries again.
 func (w *Watch) Refresh() (*WatchUpdate, error) {
-	paths, err := w.paths()
+	paths, _, err := w.paths()
 	if err != nil {
 		return nil, err
 	}
@@ -146,20 +151,20 @@ func (w *Watch) Refresh() (*WatchUpdate, error) {
 }
 
 // paths lists the input files now: folders are walked again, so new files count.
-func (w *Watch) paths() ([]string, error) {
-	var out []string
+// What the folders hold that is not read is passed, with why.
+func (w *Watch) paths() (out []string, passed []error, err error) {
 	for _, p := range append(append([]string{}, w.in.Files...), w.in.Config) {
 		if p == "" {
 			continue
 		}
-		files, _, err := load.Files(p)
+		files, skipped, err := load.Files(p)
 		if err != nil {
-			return nil, &InputError{err}
+			return nil, nil, &InputError{err}
 		}
-		out = append(out, files...)
+		out, passed = append(out, files...), append(passed, skipped...)
 	}
 	sort.Strings(out)
-	return out, nil
+	return out, passed, nil
 }
 
 // reread returns old when the file did not change.
@@ -199,7 +204,7 @@ func (w *Watch) read(path string) (*watchedFile, []*model.Problem, error) {
 	if err != nil {
 		return nil, nil, &InputError{err}
 	}
-	l := &load.Loader{Dialect: w.in.Dialect, Reader: w.in.Reader}
+	l := w.in.loader()
 	l.Bytes(path, data)
 	if err := l.Err(); err != nil {
 		return nil, nil, &InputError{err}
@@ -207,6 +212,6 @@ func (w *Watch) read(path string) (*watchedFile, []*model.Problem, error) {
 	if path == w.in.Config && len(l.Cluster.Configs) == 0 {
 		return nil, nil, &InputError{fmt.Errorf("%s: no KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) in this file", path)}
 	}
-	f := &watchedFile{size: info.Size(), modTime: info.ModTime(), sum: sha256.Sum256(data), objects: &l.Cluster}
+	f := &watchedFile{size: info.Size(), modTime: info.ModTime(), sum: sha256.Sum256(data), objects: &l.Cluster, read: &l.Tally}
 	return f, l.Warnings.List(), nil
 }
