@@ -84,7 +84,7 @@ var differentialSeeds = []string{
 	"apiVersion: v1\nkind: Thing\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n  spec: {ports: [{port: 0}]}\n",
 	`{"apiVersion": "v1", "items": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"ports": [{"port": 0}]}}], "kind": "ServiceList"}`,
 	`{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}} # c`,
-	"a: &x 1\nb: *x\n", "a: &x [*x]\n", "a: &x {b: [1, {c: *x}]}\n", billionLaughs(5), "a: [\n---\n]\n", "a: |\n  x\n---\nb: 1\n", "a: b\r\n---\r\nc: d\r\n",
+	"a: &x 1\nb: *x\n", "a: &x [*x]\n", "a: &m {b: 1}\nc: {<<: *m, d: 2}\ne: {<<: {f: 1}}\n", "a: &x {b: [1, {c: *x}]}\n", billionLaughs(5), "a: [\n---\n]\n", "a: |\n  x\n---\nb: 1\n", "a: b\r\n---\r\nc: d\r\n",
 	"apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec:\n  ports:\n  - port: 80\n    port: 81\n",
 	"kind: Service\n\x00", "\xff\xfe", "a: \"\\ud83d\"\n",
 }

@@ -14,9 +14,9 @@ import (
 // "get -o json", a List of thousands of objects most of the time) with jsontext, the
 // tokenizer of Go's encoding/json/v2 (in Go 1.26's standard library only under
 // GOEXPERIMENT=jsonv2, so the module it grew in). It checks the grammar as it goes
-// and leaves svcgen to build the tree: collections take their memory from the fast
-// reader's slab, and a List's items are handed on one by one as the fast reader
-// hands them. A file is read as a stream, never whole: the scalars are copied side by
+// and leaves svcgen to build the tree with the fast YAML reader's tree.Builder:
+// collections take their memory from its slab, and a List's items are handed on one
+// by one as the fast YAML reader hands them. A file is read as a stream, never whole: the scalars are copied side by
 // side into blocks (see keeper), garbage once their items are decoded (the walker
 // keeps what the model needs), so reading 46 MB of JSON takes a few megabytes.
 //
@@ -25,8 +25,9 @@ import (
 // the escape \/, a tab before the value and keys of more than 1024 characters, and
 // reads a surrogate pair in \u escapes as two characters. Anything that is not
 // exactly one JSON value (YAML flow style such as {a: 1}, "---" after the value,
-// comments, syntax errors, nesting deeper than tree.MaxDepth) gives up, and the input is
-// read as YAML, as before: a syntax error is worded by yaml.v3, with its line.
+// comments, syntax errors, nesting deeper than tree.MaxDepth, a repeated key) gives
+// up, and the input is read as YAML: a syntax error is worded by yaml.v3, with its
+// line.
 
 // looksJSON reports whether src starts, after white space, with "{" or "[".
 func looksJSON(src string) bool {

@@ -97,3 +97,37 @@ func TestDuplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+// Merge keys merge, as kubectl reads them: the mapping's own keys first, then those
+// of the mappings named that it does not have (the first wins).
+func TestMergeKeys(t *testing.T) {
+	src := `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  labels: &labels {app: web, tier: front}
+spec:
+  selector: {<<: *labels, tier: back}
+  ports:
+  - &http {name: http, port: 80, protocol: TCP}
+  - {<<: [{name: alt, port: 8080}, *http], appProtocol: http}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c, labels: {<<: 3}}
+`
+	for _, r := range []Reader{Fast, Reference} {
+		l := &Loader{Reader: r}
+		l.Text("x.yaml", src)
+		if got, want := fmt.Sprint(l.Err()), "x.yaml: document 2: metadata.labels.<<: a merge key takes a mapping, or a list of them; got the number 3"; got != want {
+			t.Errorf("reader %q: %s, want %s", r, got, want)
+		}
+		if l.Warnings.Len() > 0 || len(l.Cluster.Services) != 1 {
+			t.Fatalf("reader %q: %v, %d services", r, l.Warnings.List(), len(l.Cluster.Services))
+		}
+		s := l.Cluster.Services[0]
+		if got := fmt.Sprintf("%v %s %s %d %s %s", s.Selector, s.Ports[0].Name, s.Ports[1].Name, s.Ports[1].Port, s.Ports[1].Protocol, s.Ports[1].AppProtocol); got != "map[app:web tier:back] http alt 8080 TCP http" {
+			t.Errorf("reader %q: %s", r, got)
+		}
+	}
+}

@@ -1,10 +1,26 @@
 // Package load reads Kubernetes manifests into model values.
 //
-// It reads files, folders (recursively: *.yaml, *.yml, *.json) and stdin; YAML or JSON;
-// several documents per file; and `kind: List` as `kubectl get -o yaml` prints it. Kinds
-// that do not shape service rules (Deployment, ConfigMap, ...) are passed over. Every
+// It reads files, folders (recursively: their regular *.yaml, *.yml and *.json
+// files), stdin, FIFOs and devices; YAML or JSON; several documents per file; and
+// `kind: List` as `kubectl get -o yaml` prints it. Kinds that do not shape service
+// rules (Deployment, ConfigMap, ...) are passed over, and counted (Tally). Every
 // problem is reported with its file, document index, object and field path, and the
-// loader keeps going so that one run lists all of them.
+// loader keeps going so that one run lists all of them (Err).
+//
+// One place for each job:
+//
+//   - input.go: what an input is (a file, a folder's files, a stream) and how it is
+//     opened; check.go: what is checked of every input before a reader trusts it
+//     (size, binary data, UTF-8);
+//   - read.go: which reader reads an input: jsontext for JSON (json.go), the fast
+//     YAML reader (load/internal/fastyaml, one call) in pieces cut by the one
+//     splitter (split.go), and yaml.v3 for whatever they give up on, or for
+//     everything with Reader set to Reference (SVCGEN_YAML=reference). Every reader
+//     gives the same trees (load/internal/tree), and FuzzLoaders holds the loader to
+//     yaml.v3 alone on every path;
+//   - kinds.go: the kinds svcgen reads, one entry each; the decoders (service.go,
+//     endpoints.go, objects.go) read a tree through the walker (walk.go); fields.go
+//     holds every object to the fields the Kubernetes API has (apitable.go).
 package load
 
 import (

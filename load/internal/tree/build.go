@@ -7,8 +7,9 @@ package tree
 // copies its own out into a slab that is used again from one document to the next.
 //
 // A fast reader gives up (GiveUp) on anything it does not read exactly as yaml.v3
-// does; the Builder gives up too on nesting deeper than MaxDepth and on a mapping
-// that repeats a key, which the reference reader reports.
+// does; the Builder gives up too on nesting deeper than MaxDepth, and on a mapping
+// that repeats a key or has a merge key, which the reference reader reports or
+// merges.
 type Builder struct {
 	// Item receives the items of the document's top-level "items" list (nil: keep
 	// them in the tree); Doc is the number of the document being read.
@@ -153,8 +154,18 @@ func (b *Builder) End(kind Kind, mark int) Node {
 	clear(b.stack[mark:])
 	b.stack = b.stack[:mark]
 	n.Streamed = streamed
-	if kind == Mapping && DuplicateKey(n.Content) >= 0 {
+	if kind == Mapping && (DuplicateKey(n.Content) >= 0 || mergeKey(n.Content)) {
 		GiveUp()
 	}
 	return n
+}
+
+// mergeKey reports a merge key among a mapping's keys.
+func mergeKey(content []Node) bool {
+	for i := 0; i < len(content); i += 2 {
+		if IsMergeKey(&content[i]) {
+			return true
+		}
+	}
+	return false
 }

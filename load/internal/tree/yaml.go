@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -23,7 +24,8 @@ const (
 
 // FromYAML converts a yaml.v3 document (or value) into a tree. A value aliased
 // many times is converted once and shared. It reports to problem, at the path where
-// it is, every key that a mapping repeats (the walker reads the first), and what
+// it is, every key that a mapping repeats (the walker reads the first), a merge key
+// that names no mapping, and what
 // makes the document unusable, and then returns false: an alias inside the value it
 // names, aliases that add more than MaxAliasValues, nesting deeper than MaxNesting
 // (one problem of each kind).
@@ -120,18 +122,7 @@ func (c *converter) convert(n *yaml.Node) (Node, int) {
 	case yaml.ScalarNode:
 		out = Node{Kind: Scalar, Tag: TagOf(n.ShortTag()), Value: n.Value}
 	case yaml.MappingNode:
-		out = Node{Kind: Mapping, Content: make([]Node, len(n.Content))}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, ks := c.convert(n.Content[i])
-			c.steps = append(c.steps, pathStep{key: k.Value, index: -1})
-			v, vs := c.convert(n.Content[i+1])
-			c.steps = c.steps[:len(c.steps)-1]
-			out.Content[i], out.Content[i+1] = k, v
-			size += ks + vs
-		}
-		if DuplicateKey(out.Content) >= 0 {
-			c.duplicates(&out)
-		}
+		out, size = c.mapping(n)
 	case yaml.SequenceNode:
 		out = Node{Kind: Sequence, Content: make([]Node, len(n.Content))}
 		for i, child := range n.Content {
@@ -147,6 +138,53 @@ func (c *converter) convert(n *yaml.Node) (Node, int) {
 	}
 	return out, size
 }
+
+// mapping converts a mapping, merge keys ("<<: *defaults", as kubectl reads them)
+// merged: after the mapping's own keys, those of the mapping a merge key names, or
+// of each in a list of them, that the mapping does not have already (the first
+// wins).
+func (c *converter) mapping(n *yaml.Node) (Node, int) {
+	out := Node{Kind: Mapping, Content: make([]Node, 0, len(n.Content))}
+	size := 1
+	var merges []Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, ks := c.convert(n.Content[i])
+		c.steps = append(c.steps, pathStep{key: k.Value, index: -1})
+		v, vs := c.convert(n.Content[i+1])
+		c.steps = c.steps[:len(c.steps)-1]
+		size += ks + vs
+		if IsMergeKey(&k) {
+			merges = append(merges, v)
+			continue
+		}
+		out.Content = append(out.Content, k, v)
+	}
+	if DuplicateKey(out.Content) >= 0 {
+		c.duplicates(&out)
+	}
+	for _, m := range merges {
+		from := []Node{m}
+		if m.Kind == Sequence {
+			from = m.Content
+		}
+		for _, f := range from {
+			if f.Kind != Mapping {
+				c.problem(c.at().Key("<<"), fmt.Sprintf("a merge key takes a mapping, or a list of them; got %s", Describe(&f)))
+				continue
+			}
+			for i := 0; i+1 < len(f.Content); i += 2 {
+				if Get(&Node{Kind: Mapping, Content: out.Content}, f.Content[i].Value) == nil {
+					out.Content = append(out.Content, f.Content[i], f.Content[i+1])
+				}
+			}
+		}
+	}
+	out.Content = slices.Clip(out.Content)
+	return out, size
+}
+
+// IsMergeKey reports a merge key: a plain "<<".
+func IsMergeKey(k *Node) bool { return k.Kind == Scalar && k.Tag == Other && k.Value == "<<" }
 
 // alias is the value an alias names, already converted: YAML names only values
 // written before; one still being converted is a cycle.
