@@ -12,8 +12,9 @@ import (
 const pieceSize = 1 << 20
 
 // A splitter cuts YAML input into pieces that the fast reader reads side by side:
-// each piece holds at least min bytes (but the last) and ends just before the first
-// "---" line after that, so each piece but the first starts with one. It is the one
+// each piece holds at least min bytes (but the last, read from a reader) and ends
+// just before the first "---" line after that, so each piece but the first starts
+// with one. It is the one
 // place where input is cut; the pieces make up the input exactly.
 //
 // Input in memory is cut into substrings of it. Input from a reader is read piece by
@@ -56,8 +57,9 @@ func (s *splitter) next(first int) (p piece, ok bool, err error) {
 	}
 	var text string
 	if s.r == nil {
+		// Text is cut only where what remains is worth a piece too.
 		cut := len(s.text)
-		if c := markerAfter(s.text, s.min); c >= 0 {
+		if c := markerAfter(s.text, s.min); c >= 0 && len(s.text)-c >= s.min {
 			cut = c
 		}
 		text, s.text = s.text[:cut], s.text[cut:]
