@@ -68,8 +68,10 @@ type inspector struct {
 // inspect checks the part p of an input, which comes after what was checked so far;
 // eof: it is the last part.
 func inspect[T string | []byte](c *inspector, p T, eof bool) error {
-	if c.off+int64(len(p)) > c.max {
-		return tooLarge(c.max)
+	// The problem first in the input is the one reported, however it is read.
+	over := c.off+int64(len(p)) > c.max
+	if over {
+		p, eof = p[:c.max-c.off], false
 	}
 	if i := indexNUL(p); i >= 0 {
 		return notManifest("binary data (a NUL byte at offset %d)", c.off+int64(i))
@@ -83,6 +85,9 @@ func inspect[T string | []byte](c *inspector, p T, eof bool) error {
 		if err := c.utf8(string(text), eof); err != nil {
 			return err
 		}
+	}
+	if over {
+		return tooLarge(c.max)
 	}
 	c.off += int64(len(p))
 	return nil
