@@ -17,8 +17,9 @@ import (
 //     an endless pipe stops there;
 //   - NUL bytes, anywhere: the input is binary;
 //   - UTF-8, in the first block (headSize): binary data is found before much of it
-//     is read. The fast readers give up on invalid UTF-8 beyond it, and yaml.v3, the
-//     reader they leave it to, gets the input checked to the end first.
+//     is read. The fast readers give up on invalid UTF-8 beyond it, and on control
+//     characters, and yaml.v3, the reader they leave it to, gets the input checked
+//     for both to the end first.
 
 // DefaultMaxInput is how many bytes svcgen reads from one input at most: about 15
 // times the 10,000-Service cluster as kubectl prints it (18 MB of YAML, 46 MB of
@@ -58,7 +59,8 @@ func size(n int64) string {
 // inspector checks an input as it is read, in consecutive parts (see inspect).
 type inspector struct {
 	max int64
-	// all: check UTF-8 to the end, not only in the first block.
+	// all: check UTF-8 to the end, not only in the first block, and the
+	// characters YAML allows.
 	all bool
 	off int64
 	// pending is the start of a character cut short at the end of the last part.
@@ -93,23 +95,41 @@ func inspect[T string | []byte](c *inspector, p T, eof bool) error {
 	return nil
 }
 
-// utf8 checks text, which starts at c.off, for invalid UTF-8; a character it cuts
-// short at its end is checked with the next part, unless it is the last.
+// utf8 checks text, which starts at c.off, for invalid UTF-8, and with all for the
+// control characters that YAML does not allow; a character it cuts short at its end
+// is checked with the next part, unless it is the last.
 func (c *inspector) utf8(text string, eof bool) error {
 	start := c.off - int64(len(c.pending))
 	if c.pending != "" {
 		text = c.pending + text
 		c.pending = ""
 	}
-	i := invalidUTF8(text)
-	if i < 0 {
+	if !c.all && utf8.ValidString(text) {
 		return nil
 	}
-	if rest := text[i:]; !eof && len(rest) < utf8.UTFMax && !utf8.FullRuneInString(rest) {
-		c.pending = rest
-		return nil
+	for i := 0; i < len(text); {
+		r, n := utf8.DecodeRuneInString(text[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			if rest := text[i:]; !eof && len(rest) < utf8.UTFMax && !utf8.FullRuneInString(rest) {
+				c.pending = rest
+				return nil
+			}
+			return notManifest("not UTF-8 (a byte 0x%02x at offset %d)", text[i], start+int64(i))
+		case c.all && !yamlChar(r):
+			return notManifest("a control character (%U at offset %d)", r, start+int64(i))
+		}
+		i += n
 	}
-	return notManifest("not UTF-8 (a byte 0x%02x at offset %d)", text[i], start+int64(i))
+	return nil
+}
+
+// yamlChar reports a character that YAML allows in a document (yaml.v3 reports any
+// other as a syntax error, found where its buffer happens to end: so the reference
+// reader's input is checked for them first).
+func yamlChar(r rune) bool {
+	return r == '\t' || r == '\n' || r == '\r' || r >= 0x20 && r <= 0x7e || r == 0x85 ||
+		r >= 0xa0 && r <= 0xd7ff || r >= 0xe000 && r <= 0xfffd || r >= 0x10000 && r <= 0x10ffff
 }
 
 // invalidUTF8 is the offset of the first byte of text that is not UTF-8, -1 when

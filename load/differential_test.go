@@ -1,6 +1,7 @@
 package load
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,6 +63,9 @@ func checkSameLoadMax(t *testing.T, name, src string, d Dialect, min int, maxInp
 	t.Helper()
 	ref, ways, fast := everyWay(name, src, d, min, maxInput)
 	want := problemText(ref)
+	if yamlIsNoJSONParser(src, want) {
+		return fast
+	}
 	for _, w := range ways {
 		if got := problemText(w.l); got != want {
 			t.Errorf("%s, %s: problems\n%s\nyaml.v3 reports\n%s\ninput:\n%s", name, w.name, got, want, src)
@@ -133,4 +137,17 @@ func billionLaughs(levels int) string {
 		fmt.Fprintf(&b, "  l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
 	}
 	return b.String()
+}
+
+// yamlIsNoJSONParser reports valid JSON that yaml.v3 cannot read, or reads
+// otherwise, as json.go lists: \/ escapes, a tab before a value, keys of more than
+// 1024 characters, DEL and C1 characters in strings (errors, given the reference's
+// report want), and surrogate pairs (two characters). There the JSON reader is right
+// and yaml.v3 is not.
+func yamlIsNoJSONParser(src, want string) bool {
+	if !looksJSON(src) || !json.Valid([]byte(src)) {
+		return false
+	}
+	return strings.Contains(want, "YAML syntax error") || strings.Contains(want, "a control character") ||
+		strings.Contains(strings.ToLower(src), `\ud`)
 }

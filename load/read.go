@@ -194,9 +194,9 @@ func (l *Loader) readDocs(name string, first int, read func(doc func(int, *tree.
 	return ok, docs
 }
 
-// readReference reads src with yaml.v3, checked for UTF-8 to the end: yaml.v3 words
-// invalid UTF-8 as a syntax error of its own, and where it finds it depends on how
-// much it read at once.
+// readReference reads src with yaml.v3, checked for UTF-8 and control characters to
+// the end: yaml.v3 words them as syntax errors of its own, and where it finds them
+// depends on how much it read at once.
 func (l *Loader) readReference(src *source) (*Loader, error) {
 	if src.file == nil {
 		if err := inspect(&inspector{max: l.maxInput(), all: true}, src.text, true); err != nil {
@@ -214,6 +214,11 @@ func (l *Loader) readReference(src *source) (*Loader, error) {
 		err := dec.Decode(&n)
 		if errors.Is(err, io.EOF) {
 			return sub, nil
+		}
+		if err != nil {
+			// What is wrong with the input as a whole comes first, as it does when
+			// the input is text, checked before yaml.v3 reads it.
+			io.Copy(io.Discard, in)
 		}
 		if err := src.err(); err != nil {
 			return nil, err
