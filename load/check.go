@@ -75,8 +75,10 @@ func inspect[T string | []byte](c *inspector, p T, eof bool) error {
 	if over {
 		p, eof = p[:c.max-c.off], false
 	}
-	if i := indexNUL(p); i >= 0 {
-		return notManifest("binary data (a NUL byte at offset %d)", c.off+int64(i))
+	nul := indexNUL(p)
+	if nul >= 0 {
+		// Up to the NUL byte, which no character goes on into.
+		p, eof = p[:nul], true
 	}
 	if c.all || c.off < headSize {
 		text := p
@@ -87,6 +89,9 @@ func inspect[T string | []byte](c *inspector, p T, eof bool) error {
 		if err := c.utf8(string(text), eof); err != nil {
 			return err
 		}
+	}
+	if nul >= 0 {
+		return notManifest("binary data (a NUL byte at offset %d)", c.off+int64(nul))
 	}
 	if over {
 		return tooLarge(c.max)
