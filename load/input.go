@@ -175,7 +175,7 @@ func (l *Loader) file(path string, flag int) error {
 // it as it comes: binary data stops it at once.
 func (l *Loader) stream(name string, r io.Reader) error {
 	var text strings.Builder
-	if _, err := io.Copy(&text, &checked{r: r, c: inspector{max: l.maxInput()}}); err != nil {
+	if _, err := io.Copy(&text, &checked{r: r, c: inspector{max: l.maxInput(), nul: true}}); err != nil {
 		var bad *inputError
 		if !errors.As(err, &bad) {
 			return fmt.Errorf("reading %s: %w", textutil.Quote(name), err)

@@ -31,17 +31,20 @@ type source struct {
 	check *checked
 }
 
-// open returns the input from its start. A file is inspected as it is read (its
-// UTF-8 to the end with all); text was inspected before it is opened.
-func (s *source) open(max int64, all bool) (*bufio.Reader, error) {
+// open returns the input from its start, and its first bytes (for a look at what
+// it is). A file is inspected as it is read (to the end with all); text was
+// inspected before it is opened, and is read as it is, through no buffer.
+func (s *source) open(max int64, all bool) (in io.Reader, head string, err error) {
 	if s.file == nil {
-		return bufio.NewReader(strings.NewReader(s.text)), nil
+		return strings.NewReader(s.text), s.text[:min(len(s.text), 512)], nil
 	}
 	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	s.check = &checked{r: s.file, c: inspector{max: max, all: all}}
-	return bufio.NewReaderSize(s.check, 256<<10), nil
+	b := bufio.NewReaderSize(s.check, 256<<10)
+	peek, _ := b.Peek(512)
+	return b, string(peek), nil
 }
 
 // err is the error that stopped the last reading of the file: a reader (yaml.v3)
@@ -79,18 +82,18 @@ func (l *Loader) readFast(src *source) (*Loader, error) {
 	if l.Reader == Reference {
 		return nil, nil
 	}
-	in, err := src.open(l.maxInput(), false)
+	in, head, err := src.open(l.maxInput(), false)
 	if err != nil {
 		return nil, err
 	}
-	if head, _ := in.Peek(512); looksJSON(string(head)) {
+	if looksJSON(head) {
 		sub := l.child()
 		if ok, _ := sub.readDocs(src.name, 0, func(doc func(int, *tree.Node), item func(int, int, *tree.Node)) bool {
 			return readJSON(in, doc, item)
 		}); ok {
 			return sub, nil
 		}
-		if in, err = src.open(l.maxInput(), false); err != nil {
+		if in, _, err = src.open(l.maxInput(), false); err != nil {
 			return nil, err
 		}
 	}
@@ -203,7 +206,7 @@ func (l *Loader) readReference(src *source) (*Loader, error) {
 			return nil, err
 		}
 	}
-	in, err := src.open(l.maxInput(), true)
+	in, _, err := src.open(l.maxInput(), true)
 	if err != nil {
 		return nil, err
 	}
