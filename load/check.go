@@ -67,7 +67,7 @@ type inspector struct {
 	// characters YAML allows; nul: look for NUL bytes to the end (a stream, read
 	// whole before any reader starts, stops at the first).
 	all, nul bool
-	off int64
+	off      int64
 	// pending is the start of a character cut short at the end of the last part.
 	pending string
 }
