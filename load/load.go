@@ -142,7 +142,7 @@ func yamlError(err error) string {
 }
 
 // shown is how an origin (model.Origin) shows a name from the input or the file
-// system: quoted where it is not plain (tree.Quote); "" when there is none.
+// system: quoted where it is not plain (textutil.Quote); "" when there is none.
 func shown(name string) string {
 	if name == "" {
 		return ""
