@@ -17,13 +17,7 @@ func TestAliasCycles(t *testing.T) {
 			"x.yaml: document 1: spec.selector.app: alias *s is inside the value it names: it would never end"},
 		{okService + "---\nb: &y {c: [{d: *y}], e: *y}\n", `x.yaml: document 2: b.c[0].d: alias *y is inside the value it names: it would never end`},
 	} {
-		for _, r := range []Reader{Fast, Reference} {
-			l := &Loader{Reader: r}
-			l.Text("x.yaml", tc.src)
-			if got := fmt.Sprint(l.Err()); got != tc.want {
-				t.Errorf("reader %q, %q:\n%s\nwant\n%s", r, tc.src, got, tc.want)
-			}
-		}
+		checkErrors(t, tc.src, tc.want)
 	}
 }
 
@@ -88,13 +82,7 @@ func TestDuplicateKeys(t *testing.T) {
 			"x.yaml: document 2: 1: duplicate key (kubectl refuses a mapping that repeats a key)\n" +
 				"x.yaml: document 2: kind: duplicate key (kubectl refuses a mapping that repeats a key)"},
 	} {
-		for _, r := range []Reader{Fast, Reference} {
-			l := &Loader{Reader: r}
-			l.Text("x.yaml", tc.src)
-			if got := fmt.Sprint(l.Err()); got != tc.want {
-				t.Errorf("reader %q, %q:\n%s\nwant\n%s", r, tc.src, got, tc.want)
-			}
-		}
+		checkErrors(t, tc.src, tc.want)
 	}
 }
 
@@ -128,6 +116,19 @@ metadata: {name: c, labels: {<<: 3}}
 		s := l.Cluster.Services[0]
 		if got := fmt.Sprintf("%v %s %s %d %s %s", s.Selector, s.Ports[0].Name, s.Ports[1].Name, s.Ports[1].Port, s.Ports[1].Protocol, s.Ports[1].AppProtocol); got != "map[app:web tier:back] http alt 8080 TCP http" {
 			t.Errorf("reader %q: %s", r, got)
+		}
+	}
+}
+
+// checkErrors fails unless src, read as x.yaml with the fast readers and with
+// yaml.v3 alone, has exactly the errors want.
+func checkErrors(t *testing.T, src, want string) {
+	t.Helper()
+	for _, r := range []Reader{Fast, Reference} {
+		l := &Loader{Reader: r}
+		l.Text("x.yaml", src)
+		if got := fmt.Sprint(l.Err()); got != want {
+			t.Errorf("reader %q, %q:\n%s\nwant\n%s", r, src, got, want)
 		}
 	}
 }
