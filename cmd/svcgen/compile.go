@@ -33,6 +33,7 @@ type inputFlags struct {
 	dialect       string
 	release       string
 	gates         map[string]string
+	readFlags     // --strict, -q, -v: see inputs.go
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -47,6 +48,7 @@ func (f *inputFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.dialect, "dialect", "", "accept a manifest dialect: minik8s (course-project YAML)")
 	fl.StringVar(&f.release, "kube-proxy-version", "", "the kube-proxy release to write for: "+release.Names()+" (default: the Nodes' kubelet release, else "+release.Newest().String()+")")
 	fl.StringToStringVar(&f.gates, "feature-gates", nil, "feature gates, as kube-proxy takes them: Gate=true,Other=false (over the configuration's featureGates)")
+	f.readFlags.register(cmd)
 }
 
 // target reads --kube-proxy-version and --feature-gates into s.

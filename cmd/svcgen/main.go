@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/modes"
 )
 
@@ -93,19 +94,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &ee):
 		if ee.err != nil && ee.err.Error() != "" { // diff's differences are on stdout already
-			fmt.Fprintln(stderr, ee.err)
+			fmt.Fprintln(stderr, terminalSafe(ee.err.Error()))
 		}
 		return ee.code
 	case errors.As(err, &ue), errors.As(err, &ge), errors.As(err, &oe), errors.Is(err, pipeline.ErrNoInput):
 		// ge: --feature-gates, found while compiling; oe: an option the mode lacks
-		fmt.Fprintf(stderr, "svcgen: %v\n", err)
+		fmt.Fprintf(stderr, "svcgen: %s\n", terminalSafe(err.Error()))
 		fmt.Fprintln(stderr, "Run 'svcgen --help' for usage.")
 		return exitUsage
 	case errors.Is(err, pipeline.ErrInput):
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, terminalSafe(err.Error()))
 		return exitInput
 	default:
-		fmt.Fprintf(stderr, "svcgen: %v\n", err)
+		fmt.Fprintf(stderr, "svcgen: %s\n", terminalSafe(err.Error()))
 		return exitInput
 	}
 }
@@ -153,6 +154,17 @@ iptables-restore input, an nft -f script, or an ipvs setup script.`,
 // printWarnings writes warnings, one a line.
 func printWarnings(stderr io.Writer, warnings []error) {
 	for _, w := range warnings {
-		fmt.Fprintf(stderr, "warning: %v\n", w)
+		fmt.Fprintf(stderr, "warning: %s\n", terminalSafe(w.Error()))
 	}
+}
+
+// terminalSafe is a message for stderr with every line escaped (textutil.Escape):
+// the loader quotes the names it puts in messages, and this is the last guard
+// against any text from the input sending the terminal control codes.
+func terminalSafe(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, line := range lines {
+		lines[i] = textutil.Escape(line)
+	}
+	return strings.Join(lines, "\n")
 }

@@ -1,21 +1,13 @@
-package load
-
-import (
-	"strconv"
-	"strings"
-	"unicode/utf8"
-
-	"go.yaml.in/yaml/v3"
-)
-
-// The fast reader reads the YAML that manifests are written in nearly always: block
-// mappings and sequences indented with spaces (kubectl's "key:\n- item" included),
-// flow collections over one or more lines (so JSON too, though json.go reads a JSON
-// file first), plain, single- and double-quoted scalars on one line, literal block
-// scalars (kubectl's last-applied-configuration), comments and "---" between
-// documents. It is several times faster than yaml.v3, and allocates little:
-// collections take their children's memory from a slab that the Loader lets it reuse
-// from one document to the next.
+// Package fastyaml is the loader's fast YAML reader; its one call is Read.
+//
+// It reads the YAML that manifests are written in nearly always: block mappings and
+// sequences indented with spaces (kubectl's "key:\n- item" included), flow
+// collections over one or more lines (so JSON too, though the loader reads a JSON
+// file with jsontext first), plain, single- and double-quoted scalars on one line,
+// literal block scalars (kubectl's last-applied-configuration), comments and "---"
+// between documents. It is several times faster than yaml.v3, and allocates little:
+// collections take their children's memory from a slab that the caller lets it reuse
+// from one document to the next (tree.Builder).
 //
 // It is not a second YAML implementation: on anything else (anchors, aliases, tags,
 // folded or multi-line scalars, complex keys, tabs, CR line ends, directives, "...",
@@ -24,58 +16,46 @@ import (
 // accepts it must build the tree yaml.v3 builds, with the same document numbers: the
 // tests compare the two readers on every manifest in the repository, on generated
 // clusters, and under fuzzing.
+//
+// The loader reaches yaml.v3 without it when SVCGEN_YAML=reference (see load.Reader).
+package fastyaml
 
-// notFast is the panic value that abandons the fast reader.
-type notFast struct{}
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
-// readFast calls fn with each document of src and its number (counted as yaml.v3
+	"github.com/svcgen/svcgen/load/internal/tree"
+)
+
+// Read calls doc with each document of src and its number (counted as yaml.v3
 // counts them). It returns false, possibly after some calls, when src is outside the
-// subset; the caller then discards what fn did and reads src with yaml.v3.
+// subset; the caller then discards what doc did and reads src with yaml.v3.
 //
 // With item set, the items of a top-level "items" list (a kind: List, as kubectl
 // prints one) go to item one by one as they are read, and the list node is left
-// empty with streamed set: a large List is never held whole.
-func readFast(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) (ok bool) {
-	return readFastInto(src, fn, item, nil)
-}
-
-// readFastReuse is readFast with the memory of a document's tree (and of each
-// streamed item) used again for the next one, so fn and item must not keep any node.
-// The Loader's walker keeps only strings.
-func readFastReuse(src string, fn func(doc int, n *node), item func(doc, i int, n *node)) bool {
-	var slab []node
-	return readFastInto(src, fn, item, &slab)
-}
-
-// readFastInto is readFast; with slab, readFastReuse taking its memory from *slab
-// and leaving it there for the next call.
-func readFastInto(src string, fn func(doc int, n *node), item func(doc, i int, n *node), slab *[]node) (ok bool) {
+// empty with Streamed set: a large List is never held whole.
+//
+// With slab set, the memory of a document's tree (and of each streamed item) is
+// taken from *slab, used again for the next one and left there for the next call, so
+// doc and item must not keep any node (see tree.Builder.Reuse).
+func Read(src string, doc func(doc int, n *tree.Node), item func(doc, i int, n *tree.Node), slab *[]tree.Node) (ok bool) {
 	if !plainText(src) {
 		return false
 	}
-	r := &fastReader{src: src, item: item, reuse: slab != nil}
-	defer func() {
-		if slab != nil {
-			*slab = r.slab[:0]
-		}
-		if v := recover(); v != nil {
-			if _, is := v.(notFast); !is {
-				panic(v)
-			}
-			ok = false
-		}
-	}()
-	if slab != nil {
-		r.slab = *slab
-	}
-	for doc := 1; ; doc++ {
-		r.doc, r.items, r.streamed = doc, 0, false
-		n, more := r.document()
+	r := &fastReader{src: src}
+	r.Item = item
+	r.Reuse(slab)
+	defer r.Release(slab)
+	defer tree.Recover(&ok)
+	for n := 1; ; n++ {
+		r.StartDocument(n)
+		d, more := r.document()
 		if !more {
 			return true
 		}
-		fn(doc, &n)
-		r.slab = r.slab[:0]
+		doc(n, &d)
+		r.EndDocument()
 	}
 }
 
@@ -131,35 +111,18 @@ func spaces(s string, p int) int {
 	return i - p
 }
 
+// fastReader reads one input; the tree.Builder builds what it reads.
 type fastReader struct {
+	tree.Builder
 	src string
 	// pos is the start of the line being read (block context).
 	pos int
-	// depth counts the collections being read, to give up long before yaml.v3's
-	// limit on nesting.
-	depth int
-	// item receives the items of the document's top-level "items" list (nil: keep
-	// them in the tree); itemsDepth is the depth of that list while it is read.
-	item       func(doc, i int, n *node)
-	itemsDepth int
-	doc, items int
-	streamed   bool
-	// With reuse, collections take their children's memory from slab, which is
-	// emptied after each document (and back to itemMark after each streamed item,
-	// unless a new slab was started: slabs counts them).
-	reuse           bool
-	slab            []node
-	slabs, itemSlab int
-	itemMark        int
-	// stack collects the children of the collections being read; each collection
-	// copies its own out when it ends, so the tree holds exactly sized slices.
-	stack []node
 }
 
-func giveUp() { panic(notFast{}) }
+func giveUp() { tree.GiveUp() }
 
 // document reads the next document: false at the end of the input.
-func (r *fastReader) document() (node, bool) {
+func (r *fastReader) document() (tree.Node, bool) {
 	r.skipBlank()
 	explicit := false
 	if r.marker() {
@@ -169,7 +132,7 @@ func (r *fastReader) document() (node, bool) {
 	}
 	if r.pos >= len(r.src) || r.marker() {
 		// An empty document counts when "---" opened it.
-		return node{kind: scalarNode, tag: tagNull}, explicit
+		return tree.NullNode, explicit
 	}
 	n := r.block(-1, false)
 	r.skipBlank()
@@ -254,24 +217,19 @@ func (r *fastReader) seqEntry(p int) bool {
 // characters).
 const maxKey = 1000
 
-// maxDepth is how deep collections may nest.
-const maxDepth = 100
-
-var nullNode = node{kind: scalarNode, tag: tagNull}
-
 // block reads a value that starts on a line of its own, indented more than parent
 // (a sequence may also sit at the parent's indentation, after a mapping key, when
 // seqSame). Without such a line the value is null.
-func (r *fastReader) block(parent int, seqSame bool) node {
+func (r *fastReader) block(parent int, seqSame bool) tree.Node {
 	r.skipBlank()
 	if r.pos >= len(r.src) || r.marker() {
-		return nullNode
+		return tree.NullNode
 	}
 	i := r.indent()
 	p := r.pos + i
 	isSeq := r.seqEntry(p)
 	if i < parent || i == parent && !(seqSame && isSeq) {
-		return nullNode
+		return tree.NullNode
 	}
 	if isSeq {
 		return r.sequence(i)
@@ -284,89 +242,10 @@ func (r *fastReader) block(parent int, seqSame bool) node {
 	return n
 }
 
-// open starts a collection: it returns where its children start on the stack.
-func (r *fastReader) open() int {
-	r.depth++
-	if r.depth > maxDepth {
-		giveUp()
-	}
-	return len(r.stack)
-}
-
-// slabSize is how many nodes a slab holds (about 3 MB).
-const slabSize = 64 << 10
-
-// alloc returns room for n children (never nil, as yaml.v3's trees have it).
-func (r *fastReader) alloc(n int) []node {
-	if !r.reuse || n == 0 {
-		return make([]node, n)
-	}
-	if len(r.slab)+n > cap(r.slab) {
-		r.slab = make([]node, 0, max(n, slabSize))
-		r.slabs++
-	}
-	i := len(r.slab)
-	r.slab = r.slab[:i+n]
-	return r.slab[i : i+n : i+n]
-}
-
-// streamItems starts handing items to r.item when key is the document's first
-// top-level "items"; the caller stops it after the value.
-func (r *fastReader) streamItems(key *node) bool {
-	if r.item != nil && r.depth == 1 && !r.streamed && key.tag == tagStr && key.value == "items" {
-		r.streamed, r.itemsDepth = true, 2
-		r.itemMark, r.itemSlab = len(r.slab), r.slabs
-		return true
-	}
-	return false
-}
-
-// push adds a sequence item, or hands it on when the sequence is the streamed list.
-func (r *fastReader) push(v node) {
-	if r.itemsDepth != r.depth {
-		r.stack = append(r.stack, v)
-		return
-	}
-	item := v // only this copy escapes, and only here
-	r.item(r.doc, r.items, &item)
-	r.items++
-	if r.reuse {
-		if r.slabs != r.itemSlab {
-			// The item started a slab: all of it is the item's.
-			r.itemMark, r.itemSlab = 0, r.slabs
-		}
-		r.slab = r.slab[:r.itemMark]
-	}
-}
-
-func (r *fastReader) sequenceEnd(mark int) node {
-	streamed := r.itemsDepth == r.depth
-	n := r.collection(sequenceNode, mark)
-	n.streamed = streamed
-	return n
-}
-
-func (r *fastReader) flowEnd(kind nodeKind, mark int) node {
-	if kind == sequenceNode {
-		return r.sequenceEnd(mark)
-	}
-	return r.collection(kind, mark)
-}
-
-// collection copies the children gathered since mark into a node.
-func (r *fastReader) collection(kind nodeKind, mark int) node {
-	r.depth--
-	n := node{kind: kind, content: r.alloc(len(r.stack) - mark)}
-	copy(n.content, r.stack[mark:])
-	clear(r.stack[mark:])
-	r.stack = r.stack[:mark]
-	return n
-}
-
 // mapping reads a block mapping whose keys start at column ind; the first key starts at
 // p (inside the line when the mapping is a sequence entry: "- key: value").
-func (r *fastReader) mapping(ind, p int) node {
-	mark := r.open()
+func (r *fastReader) mapping(ind, p int) tree.Node {
+	mark := r.Open()
 	for {
 		colon := r.keyEnd(p)
 		if colon < 0 {
@@ -376,8 +255,8 @@ func (r *fastReader) mapping(ind, p int) node {
 			giveUp()
 		}
 		key := r.key(p, colon)
-		stream := r.streamItems(&key)
-		var v node
+		stream := r.StreamItems(&key)
+		var v tree.Node
 		q := colon + 1
 		for q < len(r.src) && r.src[q] == ' ' {
 			q++
@@ -391,11 +270,11 @@ func (r *fastReader) mapping(ind, p int) node {
 			r.pos = r.endLine(end)
 		}
 		if stream {
-			r.itemsDepth = 0
+			r.StopItems()
 		}
-		r.stack = append(r.stack, key, v)
+		r.Pair(key, v)
 		if !r.sameLevel(ind) {
-			return r.collection(mappingNode, mark)
+			return r.End(tree.Mapping, mark)
 		}
 		p = r.pos + ind
 		if r.seqEntry(p) {
@@ -419,14 +298,14 @@ func (r *fastReader) sameLevel(ind int) bool {
 }
 
 // sequence reads a block sequence whose "-" entries are at column ind.
-func (r *fastReader) sequence(ind int) node {
-	mark := r.open()
+func (r *fastReader) sequence(ind int) tree.Node {
+	mark := r.Open()
 	for {
 		p := r.pos + ind + 1
 		for p < len(r.src) && r.src[p] == ' ' {
 			p++
 		}
-		var v node
+		var v tree.Node
 		switch {
 		case p == len(r.src) || r.src[p] == '\n' || r.src[p] == '#':
 			r.pos = r.endLine(r.pos + ind + 1)
@@ -440,9 +319,9 @@ func (r *fastReader) sequence(ind int) node {
 			v, end = r.inline(p, ind)
 			r.pos = r.endLine(end)
 		}
-		r.push(v)
+		r.Push(v)
 		if !r.sameLevel(ind) || !r.seqEntry(r.pos+ind) {
-			return r.sequenceEnd(mark)
+			return r.End(tree.Sequence, mark)
 		}
 	}
 }
@@ -482,18 +361,18 @@ func (r *fastReader) keyEnd(p int) int {
 }
 
 // key reads the key from p to the colon.
-func (r *fastReader) key(p, colon int) node {
+func (r *fastReader) key(p, colon int) tree.Node {
 	if c := r.src[p]; c == '"' || c == '\'' {
 		n, _ := r.quoted(p)
 		return n
 	}
-	return plainNode(strings.TrimRight(r.src[p:colon], " "))
+	return tree.Plain(strings.TrimRight(r.src[p:colon], " "))
 }
 
 // inline reads a value that starts at p inside a line of a block at column ind:
 // a flow collection (which may go on over more-indented lines), a quoted or plain
 // scalar, or a literal block scalar. It returns the offset after the value.
-func (r *fastReader) inline(p, ind int) (node, int) {
+func (r *fastReader) inline(p, ind int) (tree.Node, int) {
 	s := r.src
 	switch s[p] {
 	case '[', '{':
@@ -518,7 +397,7 @@ func (r *fastReader) inline(p, ind int) (node, int) {
 			}
 		case '#':
 			if s[q-1] == ' ' {
-				return plainNode(s[p:end]), q
+				return tree.Plain(s[p:end]), q
 			}
 		case '\t', '\r':
 			giveUp()
@@ -527,7 +406,7 @@ func (r *fastReader) inline(p, ind int) (node, int) {
 		}
 		end = q + 1
 	}
-	return plainNode(s[p:end]), q
+	return tree.Plain(s[p:end]), q
 }
 
 // plainStart reports whether a plain scalar may start at p: not with an indicator,
@@ -552,49 +431,9 @@ func isFlowIndicator(c byte) bool {
 	return c == ',' || c == '[' || c == ']' || c == '{' || c == '}'
 }
 
-// plainNode makes a plain scalar, resolving its type.
-func plainNode(v string) node {
-	return node{kind: scalarNode, tag: resolvePlain(v), value: v}
-}
-
-// resolvePlain types a plain scalar exactly as yaml.v3 does: words, small decimal
-// numbers, addresses and CIDRs directly, anything else (signs, a dot, 0x..., dates...)
-// through yaml.v3.
-func resolvePlain(v string) scalarTag {
-	c := v[0]
-	switch {
-	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-		// Words are strings but for yaml.v3's few named values.
-		switch v {
-		case "true", "True", "TRUE", "false", "False", "FALSE":
-			return tagBool
-		case "null", "Null", "NULL":
-			return tagNull
-		}
-		return tagStr
-	case c >= '1' && c <= '9' && len(v) <= 18 && digits(v):
-		return tagInt
-	case len(v) > 4 && v[4] == '-':
-		// Perhaps a timestamp: yaml.v3 decides.
-	case strings.IndexByte(v, '/') >= 0 || strings.Count(v, ".") > 1:
-		// Addresses and CIDRs: no number has a slash or two dots.
-		return tagStr
-	}
-	return tagOf((&yaml.Node{Kind: yaml.ScalarNode, Value: v}).ShortTag())
-}
-
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // quoted reads a single- or double-quoted scalar on one line; double quotes take
 // JSON's escapes. It returns the offset after the closing quote.
-func (r *fastReader) quoted(p int) (node, int) {
+func (r *fastReader) quoted(p int) (tree.Node, int) {
 	s := r.src
 	q := s[p]
 	var b []byte // nil until an escape needs a copy
@@ -613,7 +452,7 @@ func (r *fastReader) quoted(p int) (node, int) {
 			if b != nil {
 				v = string(append(b, v...))
 			}
-			return node{kind: scalarNode, tag: tagStr, value: v}, i + 1
+			return tree.Node{Kind: tree.Scalar, Tag: tree.Str, Value: v}, i + 1
 		case c == '\\' && q == '"':
 			b = append(b, s[start:i]...)
 			var n int
@@ -623,7 +462,7 @@ func (r *fastReader) quoted(p int) (node, int) {
 		}
 	}
 	giveUp()
-	return node{}, 0
+	return tree.Node{}, 0
 }
 
 // unescape appends the character a JSON escape at the start of s stands for and
@@ -661,7 +500,7 @@ func unescape(b []byte, s string) ([]byte, int) {
 
 // literal reads a literal block scalar ("|", "|-" or "|+") of a value in a block at
 // column ind. Its lines are indented as its first line is, more than ind.
-func (r *fastReader) literal(p, ind int) (node, int) {
+func (r *fastReader) literal(p, ind int) (tree.Node, int) {
 	s := r.src
 	chomp := byte(0)
 	q := p + 1
@@ -723,7 +562,7 @@ func (r *fastReader) literal(p, ind int) (node, int) {
 	}
 	// The reader goes on at the line after the scalar: return the line break before
 	// it, which endLine accepts.
-	return node{kind: scalarNode, tag: tagStr, value: v}, line - 1
+	return tree.Node{Kind: tree.Scalar, Tag: tree.Str, Value: v}, line - 1
 }
 
 // marker0 reports a document marker at the start of the line at p.
@@ -734,22 +573,24 @@ func (r *fastReader) marker0(p int) bool {
 
 // flow reads a flow collection at p, in a block at column ind: lines it goes on to
 // must be indented more than ind.
-func (r *fastReader) flow(p, ind int) (node, int) {
+func (r *fastReader) flow(p, ind int) (tree.Node, int) {
 	s := r.src
 	open := s[p]
-	kind, close := sequenceNode, byte(']')
+	kind, close := tree.Sequence, byte(']')
 	if open == '{' {
-		kind, close = mappingNode, '}'
+		kind, close = tree.Mapping, '}'
 	}
-	mark := r.open()
+	mark := r.Open()
 	p = r.flowSpace(p+1, ind)
 	if s[p] == close {
-		return r.collection(kind, mark), p + 1
+		return r.End(kind, mark), p + 1
 	}
 	for {
+		var k tree.Node
 		stream := false
-		if kind == mappingNode {
-			k, q := r.flowScalar(p, ind)
+		if kind == tree.Mapping {
+			var q int
+			k, q = r.flowScalar(p, ind)
 			if q-p > maxKey {
 				giveUp()
 			}
@@ -761,30 +602,29 @@ func (r *fastReader) flow(p, ind int) (node, int) {
 			if s[p] == ',' || s[p] == '}' {
 				giveUp()
 			}
-			r.stack = append(r.stack, k)
-			stream = r.streamItems(&k)
+			stream = r.StreamItems(&k)
 		}
 		v, q := r.flowValue(p, ind)
-		if kind == mappingNode {
+		if kind == tree.Mapping {
 			if stream {
-				r.itemsDepth = 0
+				r.StopItems()
 			}
-			r.stack = append(r.stack, v)
+			r.Pair(k, v)
 		} else {
-			r.push(v)
+			r.Push(v)
 		}
 		p = r.flowSpace(q, ind)
 		switch s[p] {
 		case ',':
 			p = r.flowSpace(p+1, ind)
 			if s[p] == close {
-				return r.flowEnd(kind, mark), p + 1
+				return r.End(kind, mark), p + 1
 			}
 			if s[p] == ',' {
 				giveUp()
 			}
 		case close:
-			return r.flowEnd(kind, mark), p + 1
+			return r.End(kind, mark), p + 1
 		default:
 			giveUp()
 		}
@@ -792,7 +632,7 @@ func (r *fastReader) flow(p, ind int) (node, int) {
 }
 
 // flowValue reads a value inside a flow collection.
-func (r *fastReader) flowValue(p, ind int) (node, int) {
+func (r *fastReader) flowValue(p, ind int) (tree.Node, int) {
 	switch r.src[p] {
 	case '[', '{':
 		return r.flow(p, ind)
@@ -801,7 +641,7 @@ func (r *fastReader) flowValue(p, ind int) (node, int) {
 }
 
 // flowScalar reads a quoted or plain scalar inside a flow collection.
-func (r *fastReader) flowScalar(p, ind int) (node, int) {
+func (r *fastReader) flowScalar(p, ind int) (tree.Node, int) {
 	s := r.src
 	if c := s[p]; c == '"' || c == '\'' {
 		return r.quoted(p)
@@ -835,7 +675,7 @@ loop:
 		}
 		end = q + 1
 	}
-	n := plainNode(s[p:end])
+	n := tree.Plain(s[p:end])
 	if q < len(s) && s[q] == '\n' {
 		// A plain scalar does not go on over lines here (it could in YAML).
 		next := r.flowSpace(q, ind)

@@ -1,15 +1,20 @@
-package load
+package tree
 
-import "strconv"
+import (
+	"strconv"
 
-// fieldPath is where a field is inside an object, "spec.ports[0].targetPort", kept as
+	"github.com/svcgen/svcgen/internal/textutil"
+)
+
+// Path is where a field is inside an object, "spec.ports[0].targetPort", kept as
 // the steps that lead there and written out only when a problem is reported at it.
 // The walker hands one to every accessor, for every field of every item, and nearly
 // none is ever written: built as strings, the paths of a 10,000-Service cluster
-// were about half of the load's 671k allocations. A fieldPath is a plain value (it
+// were about half of the load's 671k allocations. A Path is a plain value (it
 // lives in its callers' frames, never on the heap), and written out it is exactly
-// the string that joining the same steps with "." and "[i]" gives.
-type fieldPath struct {
+// the string that joining the same steps with "." and "[i]" gives, each key quoted
+// as textutil.Quote quotes it.
+type Path struct {
 	steps [maxSteps]step
 	n     uint8
 }
@@ -24,19 +29,20 @@ type step struct {
 	key   string // a key or a run of keys joined by "."
 	item  int32  // the index + 1; 0: none
 	noKey bool
+	flat  bool // key is a path written out, quoted already
 }
 
-// at is the path of a field named by key, or a dotted run of keys: at("spec.ports").
-// at("") is the object itself.
-func at(key string) fieldPath {
+// At is the path of a field named by key, or a dotted run of keys: At("spec.ports").
+// At("") is the object itself.
+func At(key string) Path {
 	if key == "" {
-		return fieldPath{}
+		return Path{}
 	}
-	return fieldPath{}.key(key)
+	return Path{}.Key(key)
 }
 
-// key is the path of field k of the value at p.
-func (p fieldPath) key(k string) fieldPath {
+// Key is the path of field k of the value at p.
+func (p Path) Key(k string) Path {
 	if p.n == maxSteps {
 		p = p.flat()
 	}
@@ -45,8 +51,8 @@ func (p fieldPath) key(k string) fieldPath {
 	return p
 }
 
-// index is the path of item i of the list at p.
-func (p fieldPath) index(i int) fieldPath {
+// Index is the path of item i of the list at p.
+func (p Path) Index(i int) Path {
 	if p.n > 0 && p.steps[p.n-1].item == 0 {
 		p.steps[p.n-1].item = int32(i) + 1
 		return p
@@ -61,26 +67,31 @@ func (p fieldPath) index(i int) fieldPath {
 
 // flat is a full path written out into one step, to make room for more. It is
 // never needed by the walker as written (four steps are enough), so it is kept out
-// of key and index, which are inlined.
+// of Key and Index, which are inlined.
 //
 //go:noinline
-func (p fieldPath) flat() fieldPath {
+func (p Path) flat() Path {
 	s := p.String()
 	if s == "" {
-		return fieldPath{}
+		return Path{}
 	}
-	return fieldPath{steps: [maxSteps]step{{key: s}}, n: 1}
+	return Path{steps: [maxSteps]step{{key: s, flat: true}}, n: 1}
 }
 
-// String writes the path out: keys joined by ".", each index as "[i]".
-func (p fieldPath) String() string {
+// String writes the path out: keys joined by ".", each index as "[i]". A key that is
+// not plain (see textutil.Quote) is quoted: it comes from the input.
+func (p Path) String() string {
 	var b []byte
 	for _, s := range p.steps[:p.n] {
 		if !s.noKey {
 			if len(b) > 0 {
 				b = append(b, '.')
 			}
-			b = append(b, s.key...)
+			if s.flat {
+				b = append(b, s.key...)
+			} else {
+				b = append(b, textutil.Quote(s.key)...)
+			}
 		}
 		if s.item > 0 {
 			b = append(b, '[')
