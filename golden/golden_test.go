@@ -215,7 +215,7 @@ func compileCaseMode(t *testing.T, c goldenCase, reverse bool, mode compiler.Mod
 			l.Bytes(name, d)
 		}
 	}
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		t.Fatalf("loading: %v", err)
 	}
 	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode, Release: c.release})

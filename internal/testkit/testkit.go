@@ -30,7 +30,7 @@ func loader(tb testing.TB, name, manifests string) *load.Loader {
 	tb.Helper()
 	l := &load.Loader{}
 	l.Text(name, manifests)
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		tb.Fatalf("loading %s: %v", name, err)
 	}
 	return l

@@ -63,7 +63,7 @@ func FuzzScript(f *testing.F) {
 func buildBytes(data []byte) (*syntax.Node, bool) {
 	l := &load.Loader{}
 	l.Bytes("fuzz.yaml", data)
-	if l.Errors.Err() != nil {
+	if l.Err() != nil {
 		return nil, false
 	}
 	r, err := compiler.Resolve(&l.Cluster, compiler.ResolveOptions{})
