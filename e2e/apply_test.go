@@ -146,19 +146,26 @@ endpoints:
 %[4]s`, name, clusterIP, port, eps.String())
 }
 
-// TestApplyRollback: a ruleset the kernel refuses (the NodeEnvironment claims nfacct
-// counters the node does not have) leaves the rules as they were, though the filter
-// table was loaded before the nat table failed; the error names the rule and its
-// Service.
+// TestApplyRollback: a ruleset the kernel refuses leaves the rules as they were, though
+// the filter table was loaded before the nat table failed; the error names the rule
+// and its Service. The kernel refuses to delete a chain another program's rule still
+// jumps to: here the chains of a Service that goes away, while the NodeEnvironment's
+// nfacct turning off changes the filter table in the same apply.
 func TestApplyRollback(t *testing.T) {
 	n := newNode(t)
+	n.write("extra.yaml", svcWithEndpoints("going", "198.19.1.95", 8080, "198.18.1.95"))
 	n.apply()
+	svc := iptsyntax.ServiceChainsFor("default/going:tcp", "tcp").SVC
+	foreign := "*nat\n:FOREIGN - [0:0]\n-A FOREIGN -d 198.18.9.9/32 -j " + svc + "\nCOMMIT\n"
+	if err := n.l.Feed(n.c.node, []byte(foreign), "iptables-restore", "--noflush"); err != nil {
+		t.Fatal(err)
+	}
 	before := n.save()
+	n.write("extra.yaml", "")
 	n.write("env.yaml", `apiVersion: svcgen/v1alpha1
 kind: NodeEnvironment
 metadata: {name: node1}
-iptables: {randomFully: true, nfacct: true}
-conntrack: {tcpBeLiberal: true}
+iptables: {randomFully: true, nfacct: false}
 `)
 	diff, _, _ := n.svcgen("apply", "-f", n.dir, "--apply-lock", n.lock, "--dry-run")
 	if !strings.Contains(diff, "--ctstate INVALID -j DROP") {
@@ -168,7 +175,7 @@ conntrack: {tcpBeLiberal: true}
 	if err == nil {
 		t.Fatal("apply of a ruleset the kernel refuses succeeded")
 	}
-	for _, want := range []string{"KUBE-NODEPORTS", "nfacct", "from Service port default/hello-service2:http", "previous rules are in place"} {
+	for _, want := range []string{svc, "default/going:tcp", "previous rules are in place"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("error lacks %q:\n%s", want, stderr)
 		}
@@ -643,6 +650,7 @@ func TestCompleteThenAudit(t *testing.T) {
 	if !strings.Contains(string(rules), ":KUBE-FIREWALL - [0:0]") || strings.Contains(string(rules), "-A KUBE-FIREWALL") {
 		t.Fatalf("the case needs an empty KUBE-FIREWALL:\n%s", rules)
 	}
+	l.Counters(ns, iptrules.Counters...)
 	if err := l.Feed(ns, rules, "iptables-restore"); err != nil {
 		t.Fatal(err)
 	}
