@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/internal/nfacct"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // IPTablesTool is the kernel as the iptables backend sees it: one family's
