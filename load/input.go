@@ -34,7 +34,7 @@ func (l *Loader) path(path string, stdin io.Reader) error {
 	info, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return fsError(path, err)
+		return PathError(path, err)
 	case info.IsDir():
 		return l.folder(path)
 	case info.Mode().IsRegular():
@@ -42,15 +42,15 @@ func (l *Loader) path(path string, stdin io.Reader) error {
 	}
 	fh, err := os.Open(path)
 	if err != nil {
-		return fsError(path, err)
+		return PathError(path, err)
 	}
 	defer fh.Close()
 	return l.stream(path, fh)
 }
 
-// fsError names the input the file system could not read, as the loader names
+// PathError names the input the file system could not read, as the loader names
 // inputs ("m.yaml: no such file or directory"), without the system call.
-func fsError(path string, err error) error {
+func PathError(path string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %w", textutil.Quote(path), pe.Err)
@@ -187,13 +187,13 @@ func IsManifest(path string) bool {
 func (l *Loader) file(path string, flag int) error {
 	fh, err := os.OpenFile(path, os.O_RDONLY|flag, 0)
 	if err != nil {
-		return fsError(path, err)
+		return PathError(path, err)
 	}
 	defer fh.Close()
 	info, err := fh.Stat()
 	switch {
 	case err != nil:
-		return fsError(path, err)
+		return PathError(path, err)
 	case l.again(info):
 		return nil
 	case !info.Mode().IsRegular():
