@@ -272,8 +272,16 @@ var ipvsMode = Mode{
 		}
 		// Which Service a virtual server is for is a comment of the script; take it
 		// from the state the script was written from.
+		// (By key, the first of each as Node.Service finds it: a search a server was
+		// quadratic, 8 s of CPU at 10,000 Services.)
+		byKey := make(map[string]*ipvssyntax.VirtualServer, len(built.Services))
+		for _, w := range built.Services {
+			if k := w.Key(); byKey[k] == nil {
+				byKey[k] = w
+			}
+		}
 		for _, vs := range n.Services {
-			if w := built.Service(vs.Key()); w != nil {
+			if w := byKey[vs.Key()]; w != nil {
 				vs.For = w.For
 			}
 		}

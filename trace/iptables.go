@@ -26,23 +26,30 @@ type IPTables struct {
 	owners iptsyntax.Owners
 	// sets are the ipsets "-m set" looks in (ipvs mode); nil without them.
 	sets map[string]*setIndex
+	// probs holds each "-m statistic" probability read as a fraction, by its text.
+	probs map[string]*big.Rat
+	// noPaths: results carry no Path (WithoutPaths).
+	noPaths bool
 }
 
-// chainIndex is a chain's rules with their specs. A long chain (kube-proxy's
-// KUBE-SERVICES holds a rule per cluster, external and load-balancer IP) is indexed by
-// the one destination address most of its rules match, so a trace looks only at the
-// rules for its destination and the rules that match other destinations or none.
+// chainIndex is a chain's rules with their specs. A long chain is indexed by the
+// destination address or port, whichever its rules tell apart more values of: kube-proxy's KUBE-SERVICES holds a rule per
+// cluster, external and load-balancer IP (indexed by destination address), its
+// KUBE-NODEPORTS a rule per node port (by destination port). A trace looks only at
+// the rules for its packet's value and the rules that match other values or none.
 type chainIndex struct {
 	specs []*iptsyntax.Spec
 	texts []string // each rule as a Step shows it
-	// byDst lists the rules whose -d is one address, by that address; other lists the
-	// rest. Both are in rule order; nil byDst means the chain is not indexed.
-	byDst map[netip.Addr][]int
+	// byPort: the chain is indexed by destination port, not address.
+	byPort bool
+	// byKey lists the rules that match one address (or port), by that value; other
+	// lists the rest. Both are in rule order; nil byKey means the chain is not indexed.
+	byKey map[netip.Addr][]int
 	other []int
 }
 
 // indexFrom is how many rules a chain needs before it is indexed.
-const indexFrom = 32
+var indexFrom = 32 // a variable for tests
 
 func newChainIndex(c *iptsyntax.Chain, specs map[*iptsyntax.Rule]*iptsyntax.Spec) *chainIndex {
 	ci := &chainIndex{specs: make([]*iptsyntax.Spec, len(c.Rules)), texts: make([]string, len(c.Rules))}
@@ -53,11 +60,21 @@ func newChainIndex(c *iptsyntax.Chain, specs map[*iptsyntax.Rule]*iptsyntax.Spec
 	if len(c.Rules) < indexFrom {
 		return ci
 	}
-	ci.byDst = map[netip.Addr][]int{}
+	// The value with more distinct values among the rules picks fewer of them.
+	addrs, ports := map[netip.Addr]bool{}, map[uint16]bool{}
+	for _, s := range ci.specs {
+		if a, ok := singleDst(s); ok {
+			addrs[a] = true
+		}
+		if p, ok := singleDport(s); ok {
+			ports[p] = true
+		}
+	}
+	ci.byPort = len(ports) > len(addrs)
+	ci.byKey = make(map[netip.Addr][]int, len(c.Rules))
 	for i, s := range ci.specs {
-		if s.Dst.Set() && !s.Dst.Not && s.Dst.Prefix.IsSingleIP() {
-			a := s.Dst.Prefix.Addr()
-			ci.byDst[a] = append(ci.byDst[a], i)
+		if k, ok := ci.key(s); ok {
+			ci.byKey[k] = append(ci.byKey[k], i)
 		} else {
 			ci.other = append(ci.other, i)
 		}
@@ -65,14 +82,56 @@ func newChainIndex(c *iptsyntax.Chain, specs map[*iptsyntax.Rule]*iptsyntax.Spec
 	return ci
 }
 
-// rules lists the indexes of the rules that can match a packet to dst, in order; nil
-// for a chain that is not indexed (every rule can). Within one walk of a chain the
+// key is the value a rule is indexed by, if it matches one.
+func (ci *chainIndex) key(s *iptsyntax.Spec) (netip.Addr, bool) {
+	if !ci.byPort {
+		return singleDst(s)
+	}
+	p, ok := singleDport(s)
+	return portKey(p), ok
+}
+
+// portKey stands for a port in the index's map.
+func portKey(p uint16) netip.Addr { return netip.AddrFrom4([4]byte{0, 0, byte(p >> 8), byte(p)}) }
+
+// singleDst is the one address a rule's -d holds.
+func singleDst(s *iptsyntax.Spec) (netip.Addr, bool) {
+	if s.Dst.Set() && !s.Dst.Not && s.Dst.Prefix.IsSingleIP() {
+		return s.Dst.Prefix.Addr(), true
+	}
+	return netip.Addr{}, false
+}
+
+// singleDport is the one destination port a rule's -m tcp, udp or sctp requires
+// (--dport N, not negated, not a range): no other port can match it.
+func singleDport(s *iptsyntax.Spec) (uint16, bool) {
+	for _, m := range s.Modules {
+		if m.Name != "tcp" && m.Name != "udp" && m.Name != "sctp" {
+			continue
+		}
+		for _, o := range m.Opts {
+			if (o.Name == "dport" || o.Name == "destination-port") && !o.Not {
+				if lo, hi, err := portRange(o.Value()); err == nil && lo == hi {
+					return lo, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// rules lists the indexes of the rules that can match a packet, in order; nil for a
+// chain that is not indexed (every rule can). Within one walk of a chain the
 // destination does not change: DNAT ends the walk.
-func (ci *chainIndex) rules(dst netip.Addr) []int {
-	if ci.byDst == nil {
+func (ci *chainIndex) rules(p Packet) []int {
+	if ci.byKey == nil {
 		return nil
 	}
-	a, b := ci.byDst[dst], ci.other
+	k := p.Dst
+	if ci.byPort {
+		k = portKey(p.DPort)
+	}
+	a, b := ci.byKey[k], ci.other
 	out := make([]int, 0, len(a)+len(b))
 	for len(a) > 0 || len(b) > 0 {
 		if len(b) == 0 || (len(a) > 0 && a[0] < b[0]) {
@@ -86,7 +145,7 @@ func (ci *chainIndex) rules(dst netip.Addr) []int {
 
 // NewIPTables prepares a ruleset for tracing; every rule must be understood.
 func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
-	t := &IPTables{rs: addJumps(rs), host: host, spec: map[*iptsyntax.Rule]*iptsyntax.Spec{}}
+	t := &IPTables{rs: addJumps(rs), host: host, spec: map[*iptsyntax.Rule]*iptsyntax.Spec{}, probs: map[string]*big.Rat{}}
 	for _, tb := range t.rs.Tables {
 		for _, c := range tb.Chains {
 			for i := range c.Rules {
@@ -96,6 +155,7 @@ func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
 					return nil, fmt.Errorf("%s: %v", r.Text(), err)
 				}
 				t.spec[r] = s
+				t.readProbabilities(s)
 			}
 		}
 	}
@@ -107,6 +167,23 @@ func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
 		}
 	}
 	return t, nil
+}
+
+// readProbabilities keeps the fraction of each "-m statistic" probability of a rule,
+// read once for every trace that reaches it.
+func (t *IPTables) readProbabilities(s *iptsyntax.Spec) {
+	for _, m := range s.Modules {
+		if m.Name != "statistic" {
+			continue
+		}
+		o, _ := m.Opt("probability")
+		if _, done := t.probs[o.Value()]; done {
+			continue
+		}
+		if mt, err := statistic(m); err == nil {
+			t.probs[o.Value()] = mt.p
+		}
+	}
 }
 
 // addJumps returns the ruleset with kube-proxy's jump rules in built-in chains that are
@@ -159,8 +236,14 @@ var one = big.NewRat(1, 1)
 
 func (s state) fork(p *big.Rat) state {
 	s.prob = new(big.Rat).Mul(s.prob, p)
-	s.path = append([]Step(nil), s.path...)
+	s.path = append([]Step(nil), s.path...) // nil without paths: no copy
 	return s
+}
+
+// belowOne is p < 1, without the products big.Rat.Cmp allocates: a fraction's
+// denominator is positive.
+func belowOne(p *big.Rat) bool {
+	return p.Num().Cmp(p.Denom()) < 0
 }
 
 // walkResult is how a chain walk ended for one branch.
@@ -276,7 +359,7 @@ func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth
 	ci := t.chains[c]
 	var done []walkResult
 	live := []state{st}
-	idx := ci.rules(st.pkt.Dst)
+	idx := ci.rules(st.pkt)
 	n := len(idx)
 	if idx == nil {
 		n = len(c.Rules)
@@ -306,12 +389,14 @@ func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth
 			// A certain match takes the branch as it is; a chance splits it in two, each
 			// with its own copy of the path.
 			hit := s
-			if m.p.Cmp(one) < 0 {
+			if belowOne(m.p) {
 				next = append(next, s.fork(new(big.Rat).Sub(one, m.p)))
 				hit = s.fork(m.p)
 			}
 			hit.affinity = hit.affinity || m.setsAffinity
-			hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: ci.texts[i], Service: t.owners.Label(c.Name), P: m.p})
+			if !t.noPaths {
+				hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: ci.texts[i], Service: t.owners.Label(c.Name), P: m.p})
+			}
 			results, err := t.apply(tb, spec, hit, depth)
 			if err != nil {
 				return nil, err

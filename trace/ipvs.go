@@ -71,6 +71,7 @@ func NewIPVS(n *ipvssyntax.Node, rs *iptsyntax.Ruleset, host Host) (*IPVS, error
 	for a := range t.dummy {
 		t.host.Local = append(t.host.Local, a)
 	}
+	t.host = t.host.indexed() // a Service address or more each
 	for _, vs := range n.Services {
 		t.services[vsKey{vs.Protocol, vs.Address}] = vs
 	}
@@ -150,8 +151,10 @@ func (t *IPVS) Trace(p Packet) (*Result, error) {
 	fromNode := t.host.IsLocal(p.Src)
 	if fromNode && t.dummy[p.Dst] && p.Src != p.Dst {
 		st.pkt.Src = p.Dst
-		st.path = append(st.path, Step{Table: "route", Chain: "source address",
-			Rule: fmt.Sprintf("%s is on %s, so the node's connection to it leaves from %s", p.Dst, ipvssyntax.DummyInterface, p.Dst), P: one})
+		if !t.ipt.noPaths {
+			st.path = append(st.path, Step{Table: "route", Chain: "source address",
+				Rule: fmt.Sprintf("%s is on %s, so the node's connection to it leaves from %s", p.Dst, ipvssyntax.DummyInterface, p.Dst), P: one})
+		}
 	}
 	first := "PREROUTING"
 	if fromNode {
@@ -268,10 +271,11 @@ func (t *IPVS) schedule(st state) []walkResult {
 	for _, rs := range vs.Reals {
 		total += max(rs.Weight, 0)
 	}
-	label := strings.Join(vs.For, ", ")
 	if total == 0 {
-		st.path = append(st.path, Step{Table: "ipvs", Chain: ipvssyntax.ServiceLine(vs),
-			Rule: "no real server takes new connections: ICMP port unreachable", Service: label, P: one})
+		if !t.ipt.noPaths {
+			st.path = append(st.path, Step{Table: "ipvs", Chain: ipvssyntax.ServiceLine(vs),
+				Rule: "no real server takes new connections: ICMP port unreachable", Service: strings.Join(vs.For, ", "), P: one})
+		}
 		return []walkResult{{st: st, verdict: "REJECT"}}
 	}
 	var out []walkResult
@@ -285,7 +289,9 @@ func (t *IPVS) schedule(st state) []walkResult {
 		b.affinity = vs.Flags&ipvssyntax.FlagPersistent != 0
 		b.pkt.Dst, b.pkt.DPort = rs.Address.Addr(), rs.Address.Port()
 		b.dnat = rs.Address.String()
-		b.path = append(b.path, Step{Table: "ipvs", Chain: ipvssyntax.ServiceLine(vs), Rule: ipvssyntax.RealLine(vs, rs), Service: label, P: share})
+		if !t.ipt.noPaths {
+			b.path = append(b.path, Step{Table: "ipvs", Chain: ipvssyntax.ServiceLine(vs), Rule: ipvssyntax.RealLine(vs, rs), Service: strings.Join(vs.For, ", "), P: share})
+		}
 		out = append(out, walkResult{st: b})
 	}
 	return out

@@ -56,7 +56,7 @@ func (t *IPTables) matches(s *iptsyntax.Spec, st state) (match, error) {
 		if mm.p.Sign() == 0 {
 			return never, nil
 		}
-		if mm.p.Cmp(result.p) < 0 {
+		if mm.p != result.p && mm.p.Cmp(result.p) < 0 {
 			result.p = mm.p
 		}
 		result.setsAffinity = result.setsAffinity || mm.setsAffinity
@@ -83,7 +83,7 @@ func (t *IPTables) module(m iptsyntax.Module, st state) (match, error) {
 	case "addrtype":
 		return t.addrtype(m, st)
 	case "statistic":
-		return statistic(m)
+		return t.statistic(m)
 	case "recent":
 		if _, set := m.Opt("set"); set {
 			return match{p: always.p, setsAffinity: true}, nil
@@ -158,6 +158,16 @@ func (t *IPTables) addrtype(m iptsyntax.Module, st state) (match, error) {
 		}
 	}
 	return always, nil
+}
+
+// statistic is statistic with the fractions the tracer has read (readProbabilities).
+func (t *IPTables) statistic(m iptsyntax.Module) (match, error) {
+	mode, _ := m.Opt("mode")
+	o, _ := m.Opt("probability")
+	if p := t.probs[o.Value()]; p != nil && mode.Value() == "random" {
+		return match{p: p}, nil
+	}
+	return statistic(m)
 }
 
 // statistic turns "--mode random --probability P" into an exact fraction. kube-proxy

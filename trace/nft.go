@@ -29,6 +29,8 @@ type NFT struct {
 	labels map[string]string
 	// prefixes holds the elements of each set that are prefixes, parsed once.
 	prefixes map[string][]netip.Prefix
+	// noPaths: results carry no Path (WithoutPaths).
+	noPaths bool
 }
 
 // NewNFT prepares a table for tracing; every rule must be one the tracer can read
@@ -197,8 +199,11 @@ func (t *NFT) walk(c *nftsyntax.Chain, st state, depth int) ([]walkResult, error
 				next = append(next, s)
 				continue
 			}
-			hit := s.fork(big.NewRat(1, 1))
-			hit.path = append(hit.path, Step{Table: t.table, Chain: c.Obj.Name, Rule: nftsyntax.RuleLine(r), Service: t.labels[c.Obj.Name], P: one})
+			hit := s // without paths nothing of the branch is shared but what no one changes
+			if !t.noPaths {
+				hit = s.fork(big.NewRat(1, 1))
+				hit.path = append(hit.path, Step{Table: t.table, Chain: c.Obj.Name, Rule: nftsyntax.RuleLine(r), Service: t.labels[c.Obj.Name], P: one})
+			}
 			res, err := t.apply(pr, hit, depth)
 			if err != nil {
 				return nil, fmt.Errorf("chain %s: %v", c.Obj.Name, err)

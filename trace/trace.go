@@ -31,12 +31,27 @@ func (p Packet) dst() string { return netip.AddrPortFrom(p.Dst, p.DPort).String(
 type Host struct {
 	// Local are the node's addresses (addrtype LOCAL); loopback is always local.
 	Local []netip.Addr
+	// index holds Local when it is long (in ipvs mode every Service address is
+	// local): see indexed.
+	index map[netip.Addr]bool
+}
+
+// indexed returns the host with its addresses in a map, for hosts with many.
+func (h Host) indexed() Host {
+	h.index = make(map[netip.Addr]bool, len(h.Local))
+	for _, a := range h.Local {
+		h.index[a] = true
+	}
+	return h
 }
 
 // IsLocal reports an address of the node.
 func (h Host) IsLocal(a netip.Addr) bool {
 	if a.IsLoopback() {
 		return true
+	}
+	if h.index != nil {
+		return h.index[a]
 	}
 	for _, l := range h.Local {
 		if l == a {
@@ -140,6 +155,38 @@ func (s Source) String() string {
 // the same for all of them.
 type Tracer interface {
 	Trace(Packet) (*Result, error)
+}
+
+// WithoutPaths returns a tracer of the same rules whose results leave out each
+// outcome's Path (nil); everything else is the same. verify compares outcomes only,
+// and recording the steps (each rule's text, its Service, a copy of the path at every
+// fork) cost more than the rest of a trace: at 10,000 Services most of its
+// allocations. The tracers of this package share their rules with the copy; any
+// other tracer is returned as it is.
+func WithoutPaths(t Tracer) Tracer {
+	switch t := t.(type) {
+	case *IPTables:
+		c := *t
+		c.noPaths = true
+		return &c
+	case *NFT:
+		c := *t
+		c.noPaths = true
+		return &c
+	case *IPVS:
+		c := *t
+		c.ipt = WithoutPaths(t.ipt).(*IPTables)
+		return &c
+	case familyTracer:
+		if t.v4 != nil {
+			t.v4 = WithoutPaths(t.v4)
+		}
+		if t.v6 != nil {
+			t.v6 = WithoutPaths(t.v6)
+		}
+		return t
+	}
+	return t
 }
 
 // Endpoints lists the endpoints the packet can reach, sorted.

@@ -123,7 +123,10 @@ func Check(m modes.Mode, sm *ir.ServiceMap, c *model.Cluster) (*ModeReport, erro
 
 // CheckTracer holds any tracer of mode m's rules for the service map (rules read back
 // from a kernel, say) to the service map, probe by probe; c (may be nil) names pods.
+// A disagreement's Got has no Path: verify compares outcomes (Summary), and tracing
+// without paths is several times cheaper (trace.WithoutPaths).
 func CheckTracer(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster, tr trace.Tracer) *ModeReport {
+	tr = trace.WithoutPaths(tr)
 	l := NewLocator(sm, c)
 	x := NewExpecter(sm, l.Host())
 	mr := &ModeReport{Mode: m, Applied: map[string]int{}}
@@ -154,36 +157,48 @@ func CheckTracer(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster, tr trace.
 //
 //	DNAT 10.0.0.1:80 1/2 masquerade affinity; DNAT 10.0.0.2:80 1/2 masquerade affinity
 func Summary(r *trace.Result) string {
-	sums := map[string]*big.Rat{}
+	// Outcomes sorted by how they end; those that end the same way are summed. Most
+	// end differently, so most probabilities are written as they are.
+	type part struct {
+		key string
+		p   *big.Rat
+	}
+	parts := make([]part, 0, len(r.Outcomes))
 	for _, o := range r.Outcomes {
-		k := string(o.Verdict)
-		if k == "" {
-			k = "no-match"
-		}
-		if o.Verdict == trace.DNAT {
-			k += " " + o.Endpoint
-			if o.Masquerade {
-				k += " masquerade"
-			}
-			if o.Affinity {
-				k += " affinity"
-			}
-		}
-		if sums[k] == nil {
-			sums[k] = new(big.Rat)
-		}
-		sums[k].Add(sums[k], o.Probability)
+		parts = append(parts, part{summaryKey(o), o.Probability})
 	}
-	keys := make([]string, 0, len(sums))
-	for k := range sums {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
+	sort.SliceStable(parts, func(i, j int) bool { return parts[i].key < parts[j].key })
+	var b strings.Builder
+	for i := 0; i < len(parts); {
+		k, p := parts[i].key, parts[i].p
+		for i++; i < len(parts) && parts[i].key == k; i++ {
+			p = new(big.Rat).Add(p, parts[i].p)
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
 		v, rest, _ := strings.Cut(k, " ")
-		keys[i] = strings.TrimSpace(v + " " + sums[k].RatString() + " " + rest)
+		b.WriteString(strings.TrimSpace(v + " " + p.RatString() + " " + rest))
 	}
-	return strings.Join(keys, "; ")
+	return b.String()
+}
+
+// summaryKey is how an outcome ends, as Summary writes it around its probability.
+func summaryKey(o trace.Outcome) string {
+	k := string(o.Verdict)
+	if k == "" {
+		k = "no-match"
+	}
+	if o.Verdict == trace.DNAT {
+		k += " " + o.Endpoint
+		if o.Masquerade {
+			k += " masquerade"
+		}
+		if o.Affinity {
+			k += " affinity"
+		}
+	}
+	return k
 }
 
 // Write prints the report: a line per mode, then every disagreement with its Service.
