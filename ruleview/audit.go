@@ -58,10 +58,10 @@ func Audit(want, have *View) []Drift {
 	var out []Drift
 	for _, p := range names {
 		we, he := w[p], h[p]
-		miss, extra := difference(we, he), difference(he, we)
-		if len(miss) == 0 && len(extra) == 0 && sameOrder(we, he) {
-			continue
+		if sameOrder(we, he) {
+			continue // nearly every port: nothing to count
 		}
+		miss, extra := difference(we, he), difference(he, we)
 		d := Drift{Port: p, Kind: Different}
 		switch {
 		case len(he) == 0:
@@ -100,11 +100,12 @@ func byPort(v *View) map[string][]entry {
 	return out
 }
 
-func (e entry) id() string { return e.section + "\x00" + e.key }
+// id is what makes two entries the same: the section and the line's meaning.
+func (e entry) id() [2]string { return [2]string{e.section, e.key} }
 
 // difference lists the entries of a that b lacks (as multisets).
 func difference(a, b []entry) []entry {
-	have := map[string]int{}
+	have := map[[2]string]int{}
 	for _, e := range b {
 		have[e.id()]++
 	}

@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// Long chains are indexed by destination address or port (chainIndex), and verify
-// traces without paths (WithoutPaths): neither may change a result.
+// Long chains are indexed by destination address or port (chainIndex), short ones
+// dropped and read again (keepShort), and verify traces without paths
+// (WithoutPaths): none of it may change a result.
 func TestIndexAndPathsChangeNoResult(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("*nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n:KUBE-NODEPORTS - [0:0]\n:KUBE-MARK-MASQ - [0:0]\n")
@@ -42,10 +43,10 @@ func TestIndexAndPathsChangeNoResult(t *testing.T) {
 		return out
 	}
 	indexed := tracerOf(t, "rules", text, fakeNode)
-	if ci := indexed.chains[indexed.rs.Table("nat").Chain("KUBE-NODEPORTS")]; ci.byKey == nil || !ci.byPort {
+	if ci, _ := indexed.chain(indexed.rs.Table("nat").Chain("KUBE-NODEPORTS")); ci.byKey == nil || !ci.byPort {
 		t.Fatalf("KUBE-NODEPORTS is not indexed by port")
 	}
-	if ci := indexed.chains[indexed.rs.Table("nat").Chain("KUBE-SERVICES")]; ci.byKey == nil || ci.byPort {
+	if ci, _ := indexed.chain(indexed.rs.Table("nat").Chain("KUBE-SERVICES")); ci.byKey == nil || ci.byPort {
 		t.Fatalf("KUBE-SERVICES is not indexed by address")
 	}
 	want := trace(indexed)
@@ -53,6 +54,12 @@ func TestIndexAndPathsChangeNoResult(t *testing.T) {
 	indexFrom = 1 << 30
 	if got := trace(tracerOf(t, "rules", text, fakeNode)); !reflect.DeepEqual(got, want) {
 		t.Errorf("indexed chains trace differently from unindexed ones")
+	}
+	indexFrom = 32
+	defer func(n int) { keepShort = n }(keepShort)
+	keepShort = 1 // every short chain read again each time it is reached
+	if got := trace(tracerOf(t, "rules", text, fakeNode)); !reflect.DeepEqual(got, want) {
+		t.Errorf("chains read again trace differently")
 	}
 	got := trace(WithoutPaths(indexed))
 	for i := range want {

@@ -16,13 +16,23 @@ import (
 // IPTables traces packets through an iptables ruleset (svcgen output or iptables-save).
 // A payload without built-in chains (kube-proxy's --noflush input) gets kube-proxy's
 // jump rules into its chains, as a node that runs kube-proxy has them.
+//
+// A chain's rules are read (iptsyntax.ParseSpec) when a trace first reaches it, and
+// kept: long chains for good, short ones (a Service's own chains) until a few
+// thousand rules of them are kept, when they are dropped and read again if reached
+// again. At 10,000 Services the read rules took more memory than the ruleset itself
+// (about 100 MB), and each Service's chains are reached by the few probes of one
+// Service, one after the other when verify sends them. So an IPTables, like the
+// other tracers, is for one goroutine at a time.
 type IPTables struct {
 	rs   *iptsyntax.Ruleset
 	host Host
-	spec map[*iptsyntax.Rule]*iptsyntax.Spec
-	// chains holds each chain's rules understood, and an index for long chains.
+	// chains holds the chains read so far: their rules understood, and an index for
+	// long chains; kept counts the rules of the short ones among them.
 	chains map[*iptsyntax.Chain]*chainIndex
-	// owners names the Service port behind each hashed chain.
+	kept   int
+	// owners names the Service port behind each hashed chain; found when a path
+	// first needs it.
 	owners iptsyntax.Owners
 	// sets are the ipsets "-m set" looks in (ipvs mode); nil without them.
 	sets map[string]*setIndex
@@ -39,7 +49,6 @@ type IPTables struct {
 // the rules for its packet's value and the rules that match other values or none.
 type chainIndex struct {
 	specs []*iptsyntax.Spec
-	texts []string // each rule as a Step shows it
 	// byPort: the chain is indexed by destination port, not address.
 	byPort bool
 	// byKey lists the rules that match one address (or port), by that value; other
@@ -51,14 +60,20 @@ type chainIndex struct {
 // indexFrom is how many rules a chain needs before it is indexed.
 var indexFrom = 32 // a variable for tests
 
-func newChainIndex(c *iptsyntax.Chain, specs map[*iptsyntax.Rule]*iptsyntax.Spec) *chainIndex {
-	ci := &chainIndex{specs: make([]*iptsyntax.Spec, len(c.Rules)), texts: make([]string, len(c.Rules))}
+// keepShort is how many rules of short chains a tracer keeps read.
+var keepShort = 4096 // a variable for tests
+
+func newChainIndex(c *iptsyntax.Chain) (*chainIndex, error) {
+	ci := &chainIndex{specs: make([]*iptsyntax.Spec, len(c.Rules))}
 	for i := range c.Rules {
-		ci.specs[i] = specs[&c.Rules[i]]
-		ci.texts[i] = c.Rules[i].Text()
+		s, err := iptsyntax.ParseSpec(c.Rules[i].Args)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", c.Rules[i].Text(), err)
+		}
+		ci.specs[i] = s
 	}
 	if len(c.Rules) < indexFrom {
-		return ci
+		return ci, nil
 	}
 	// The value with more distinct values among the rules picks fewer of them.
 	addrs, ports := map[netip.Addr]bool{}, map[uint16]bool{}
@@ -79,7 +94,31 @@ func newChainIndex(c *iptsyntax.Chain, specs map[*iptsyntax.Rule]*iptsyntax.Spec
 			ci.other = append(ci.other, i)
 		}
 	}
-	return ci
+	return ci, nil
+}
+
+// chain returns a chain's rules read, reading them if need be (see IPTables).
+func (t *IPTables) chain(c *iptsyntax.Chain) (*chainIndex, error) {
+	if ci := t.chains[c]; ci != nil {
+		return ci, nil
+	}
+	ci, err := newChainIndex(c)
+	if err != nil {
+		return nil, err
+	}
+	if ci.byKey == nil {
+		if t.kept+len(ci.specs) > keepShort {
+			for k, v := range t.chains {
+				if v.byKey == nil {
+					delete(t.chains, k)
+				}
+			}
+			t.kept = 0
+		}
+		t.kept += len(ci.specs)
+	}
+	t.chains[c] = ci
+	return ci, nil
 }
 
 // key is the value a rule is indexed by, if it matches one.
@@ -145,7 +184,7 @@ func (ci *chainIndex) rules(p Packet) []int {
 
 // NewIPTables prepares a ruleset for tracing; every rule must be understood.
 func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
-	t := &IPTables{rs: addJumps(rs), host: host, spec: map[*iptsyntax.Rule]*iptsyntax.Spec{}, probs: map[string]*big.Rat{}}
+	t := &IPTables{rs: addJumps(rs), host: host, chains: map[*iptsyntax.Chain]*chainIndex{}, probs: map[string]*big.Rat{}}
 	for _, tb := range t.rs.Tables {
 		for _, c := range tb.Chains {
 			for i := range c.Rules {
@@ -154,19 +193,19 @@ func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s: %v", r.Text(), err)
 				}
-				t.spec[r] = s
 				t.readProbabilities(s)
 			}
 		}
 	}
-	t.owners = iptsyntax.FindOwners(t.rs)
-	t.chains = map[*iptsyntax.Chain]*chainIndex{}
-	for _, tb := range t.rs.Tables {
-		for _, c := range tb.Chains {
-			t.chains[c] = newChainIndex(c, t.spec)
-		}
-	}
 	return t, nil
+}
+
+// label names the Service port behind a hashed chain (iptsyntax.Owners.Label).
+func (t *IPTables) label(chain string) string {
+	if t.owners == nil {
+		t.owners = iptsyntax.FindOwners(t.rs)
+	}
+	return t.owners.Label(chain)
 }
 
 // readProbabilities keeps the fraction of each "-m statistic" probability of a rule,
@@ -356,7 +395,10 @@ func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth
 	if depth > maxDepth {
 		return nil, fmt.Errorf("chain %s: jumps nest deeper than %d (a loop?)", c.Name, maxDepth)
 	}
-	ci := t.chains[c]
+	ci, err := t.chain(c)
+	if err != nil {
+		return nil, err
+	}
 	var done []walkResult
 	live := []state{st}
 	idx := ci.rules(st.pkt)
@@ -375,7 +417,7 @@ func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth
 		for j, s := range live {
 			m, err := t.matches(spec, s)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", ci.texts[i], err)
+				return nil, fmt.Errorf("%s: %v", c.Rules[i].Text(), err)
 			}
 			if m.p.Sign() == 0 {
 				if changed {
@@ -395,7 +437,7 @@ func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth
 			}
 			hit.affinity = hit.affinity || m.setsAffinity
 			if !t.noPaths {
-				hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: ci.texts[i], Service: t.owners.Label(c.Name), P: m.p})
+				hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: c.Rules[i].Text(), Service: t.label(c.Name), P: m.p})
 			}
 			results, err := t.apply(tb, spec, hit, depth)
 			if err != nil {

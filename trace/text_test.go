@@ -90,7 +90,7 @@ COMMIT
 		"KUBE-SEP-SXIVWICOYRO3J4NJ": "ns1/svc1:p80 -> 10.180.0.1:80",
 		"KUBE-SVC-GNZBNJ2PO5MGZ6GT": "", // the hash of ns2/svc2:p80, not of ns9/other:p80
 	} {
-		if got := lt.owners.Label(chain); got != w {
+		if got := lt.label(chain); got != w {
 			t.Errorf("%s: label %q, want %q", chain, got, w)
 		}
 	}

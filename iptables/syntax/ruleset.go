@@ -134,6 +134,8 @@ func (rs *Ruleset) restore(name string, r io.Reader, recordDeleted bool) error {
 		if info, err := f.Stat(); err == nil {
 			text.Grow(int(info.Size()) + 1)
 		}
+	} else if b, ok := r.(interface{ Len() int }); ok { // bytes.Reader, bytes.Buffer
+		text.Grow(b.Len() + 1)
 	}
 	if _, err := io.Copy(&text, r); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
