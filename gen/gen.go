@@ -51,8 +51,8 @@ func Write(w io.Writer, o Options) error {
 	if o.Namespaces <= 0 {
 		o.Namespaces = 1 + o.Services/100
 	}
-	if o.Services > 20000 || o.Endpoints > 1000 || o.Nodes > 200 {
-		return fmt.Errorf("at most 20000 services (the node-port range holds no more), 1000 endpoints each and 200 nodes")
+	if o.Services > 60000 || o.Endpoints > 1000 || o.Nodes > 200 {
+		return fmt.Errorf("at most 60000 services (the service CIDR holds no more), 1000 endpoints each and 200 nodes")
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var out writer
@@ -82,6 +82,9 @@ type generator struct {
 	pod      int
 	nodePort int // node ports handed out so far (health-check ports included)
 }
+
+// nodePorts is how many node ports the range 30000-32767 hands out (from 30001).
+const nodePorts = 2767
 
 // nextNodePort hands out node ports in order, so they never collide.
 func (g *generator) nextNodePort() int {
@@ -121,7 +124,8 @@ func (g *generator) header() {
 func zone(node int) string { return fmt.Sprintf("zone-%c", 'a'+rune(node%3)) }
 
 // kind picks a Service shape: most are plain ClusterIP, the rest cover every type and
-// policy kube-proxy distinguishes. One in ten has a node port (the range holds 2767).
+// policy kube-proxy distinguishes. One in ten has a node port (the range holds 2767:
+// see service).
 func (g *generator) kind(i int) string {
 	switch i % 50 {
 	case 1, 2:
@@ -154,6 +158,11 @@ func (g *generator) service(i int) {
 	ns := fmt.Sprintf("ns-%d", i%g.o.Namespaces)
 	name := fmt.Sprintf("svc-%d", i)
 	kind := g.kind(i)
+	if g.nodePort+2 > nodePorts && needsNodePort(kind) {
+		// The range is used up (past about 23,000 Services): the rest are plain. The
+		// clusters of 20,000 Services and fewer are as they were.
+		kind = "ClusterIP"
+	}
 	spec := obj{}
 	switch kind {
 	case "ExternalName":
@@ -193,6 +202,16 @@ func (g *generator) service(i int) {
 	default:
 		g.slice(ns, name, kind == "TwoPorts")
 	}
+}
+
+// needsNodePort: the kind takes a node port (and, LoadBalancerLocal, a health-check
+// node port).
+func needsNodePort(kind string) bool {
+	switch kind {
+	case "NodePort", "NodePortLocal", "LoadBalancer", "LoadBalancerLocal":
+		return true
+	}
+	return false
 }
 
 func (g *generator) serviceSpec(i int, kind string) obj {

@@ -5,7 +5,7 @@
 # kernel takes to load the result (iptables-restore in a scratch network namespace,
 # which is deleted after). Every mode: iptables from YAML and JSON, ipvs, nftables.
 #
-#   scripts/bench.sh                  # 1,000 and 10,000 Services x 10 endpoints
+#   scripts/bench.sh                  # 1,000, 10,000 and 50,000 Services x 10 endpoints
 #   scripts/bench.sh 2000 20000       # other sizes (Services; 10 endpoints each)
 #   RUNS=5 scripts/bench.sh           # best of 5 (default 3) for the compile figures
 #   NFT_LOAD=1 scripts/bench.sh       # also load the nftables table (staged, slow) and
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
 
 sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(1000 10000)
+[ ${#sizes[@]} -gt 0 ] || sizes=(1000 10000 50000)
 runs=${RUNS:-3}
 dir=.cache/bench
 mkdir -p "$dir"
