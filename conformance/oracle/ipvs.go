@@ -16,7 +16,6 @@ import (
 	sysctltest "k8s.io/component-helpers/node/util/sysctl/testing"
 	"k8s.io/kubernetes/pkg/proxy"
 	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
-	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
 	ipvsnetlinktest "k8s.io/kubernetes/pkg/proxy/ipvs/testing"
 	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 	ipvstest "k8s.io/kubernetes/pkg/proxy/ipvs/util/testing"
@@ -27,21 +26,19 @@ import (
 // (defaultDummyDevice in pkg/proxy/ipvs).
 const dummyDevice = "kube-ipvs0"
 
-// ipvsFakes are upstream's fakes for everything the ipvs proxier changes on a node:
-// this kernel has no IPVS (nor xt_ipvs, nor dummy links), so ipvs mode runs on them
-// and the oracle writes their state in the formats the real tools print.
+// ipvsFakes are upstream's fakes for what the ipvs proxier changes on a node and this
+// kernel cannot hold: it has no IPVS, no dummy links, and no xt_ipvs (which the
+// proxier's iptables rules may use); the sysctls are faked so that the proxier can
+// set those of IPVS. The oracle writes their state in the formats the real tools
+// print. The sets are real: ipsets work here, so the proxier's own ipset runner makes
+// them in the namespace, with its own defaults, for "ipset save" to read.
 type ipvsFakes struct {
 	ipt     utiliptables.Interface // the release's FakeIPTables behind quotedArgs
 	ipvs    *ipvstest.FakeIPVS
-	ipset   *ipsettest.FakeIPSet
 	sysctl  *sysctltest.Fake
 	netlink *ipvsnetlinktest.FakeNetlinkHandle
 	family  v1.IPFamily
 }
-
-// ipsetVersion is what the fake ipset answers to "ipset --version"; the proxier
-// only logs it.
-const ipsetVersion = "v7.19"
 
 // newIPVSFakes makes the fakes and puts them in p. The fake netlink handle is given
 // the addresses of the namespace's interfaces, which is what the real one would list.
@@ -49,7 +46,6 @@ func newIPVSFakes(r Release, p *Params) (*ipvsFakes, error) {
 	f := &ipvsFakes{
 		ipt:     quotedArgs{r.FakeIPTables(p.Family, r.RandomFully(utiliptables.New(protocolOf(p.Family))))},
 		ipvs:    ipvstest.NewFake(),
-		ipset:   ipsettest.NewFake(ipsetVersion),
 		sysctl:  sysctltest.NewFake(),
 		netlink: ipvsnetlinktest.NewFakeNetlinkHandle(p.Family == v1.IPv6Protocol),
 		family:  p.Family,
@@ -73,7 +69,7 @@ func newIPVSFakes(r Release, p *Params) (*ipvsFakes, error) {
 			return nil, err
 		}
 	}
-	p.IPTables, p.IPVS, p.IPSet, p.Sysctl = f.ipt, f.ipvs, f.ipset, f.sysctl
+	p.IPTables, p.IPVS, p.IPSet, p.Sysctl = f.ipt, f.ipvs, utilipset.New(), f.sysctl
 	return f, nil
 }
 
@@ -124,9 +120,9 @@ func quote(args []string) []string {
 }
 
 // write leaves the fakes' state in dir, in the formats of the real tools:
-// ipvsadm.rules ("ipvsadm -Sn"), ipset.restore ("ipset save"), iptables.rules
-// ("iptables-save" of every table), addresses (kube-ipvs0's, one prefix a line) and
-// sysctl.conf (the sysctls the proxier set, "name = value").
+// ipvsadm.rules ("ipvsadm -Sn"), iptables.rules ("iptables-save" of every table),
+// addresses (kube-ipvs0's, one prefix a line) and sysctl.conf (the sysctls the proxier
+// set, "name = value"). The sets are in the namespace.
 func (f *ipvsFakes) write(dir string) error {
 	if dir == "" {
 		return fmt.Errorf("ipvs mode needs -out DIR for the fakes' state")
@@ -145,7 +141,6 @@ func (f *ipvsFakes) write(dir string) error {
 	}
 	files := map[string]string{
 		"ipvsadm.rules":  rules,
-		"ipset.restore":  f.ipsets(),
 		"iptables.rules": ipt.String(),
 		"addresses":      addrs,
 		"sysctl.conf":    f.sysctls(),
@@ -220,28 +215,6 @@ func serviceLine(key string, vs *utilipvs.VirtualServer) string {
 
 func hostPort(ip net.IP, port uint16) string {
 	return net.JoinHostPort(ip.String(), strconv.Itoa(int(port)))
-}
-
-// ipsets prints every set the proxier made as the "create" line kube-proxy's ipset
-// runner would run (family, hashsize and maxelem for hash sets, range for
-// bitmap:port), then its entries as "add" lines.
-func (f *ipvsFakes) ipsets() string {
-	var lines []string
-	for name, set := range f.ipset.Sets {
-		create := "create " + name + " " + string(set.SetType)
-		switch set.SetType {
-		case utilipset.HashIPPortIP, utilipset.HashIPPort, utilipset.HashIPPortNet, utilipset.HashIP:
-			create += fmt.Sprintf(" family %s hashsize %d maxelem %d", set.HashFamily, set.HashSize, set.MaxElem)
-		case utilipset.BitmapPort:
-			create += " range " + set.PortRange
-		}
-		lines = append(lines, create)
-		for entry := range f.ipset.Entries[name] {
-			lines = append(lines, "add "+name+" "+entry)
-		}
-	}
-	sort.Strings(lines)
-	return joinLines(lines)
 }
 
 // addresses are kube-ipvs0's, each with the host prefix length EnsureAddressBind
