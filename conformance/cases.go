@@ -70,6 +70,27 @@ func GoldenCases(dir string) (cases []Case, steps []string, err error) {
 	return cases, steps, nil
 }
 
+// TestdataCases reads the oracle's own cases, conformance/testdata/*.yaml: each one
+// file with the KubeProxyConfiguration among the manifests, run in every mode. They
+// cover what neither the golden cases nor the random clusters do (feature gates,
+// nodePortAddresses keywords).
+func TestdataCases(dir string) ([]Case, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var cases []Case
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		cases = append(cases, Case{Name: "testdata/" + name, Input: data, Modes: AllModes})
+	}
+	return cases, nil
+}
+
 // Env is what a case's NodeEnvironment (svcgen/v1alpha1) says about the node, as the
 // harness needs it to build the node's namespaces.
 type Env struct {

@@ -27,6 +27,7 @@ import (
 //	SVCGEN_ORACLE_GOLDEN    "0" leaves out the golden cases
 //	SVCGEN_ORACLE_JOBS      cases run at once (default 4: most of a case is waiting on
 //	                        processes, so more than the 2 CPUs keeps them busy)
+//	SVCGEN_ORACLE_REPORT    a file the summary is written to
 func knob(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -40,6 +41,8 @@ func knob(name, def string) string {
 // ip6tables, nft, ipset and the Go toolchain (each release's oracle is built here, a
 // few minutes cold).
 func TestOracle(t *testing.T) {
+	var report string
+	t.Cleanup(func() { writeReport(t, report) })
 	netlab.Require(t)
 	requireTools(t, "iptables", "ip6tables", "iptables-save", "iptables-restore", "ip6tables-save",
 		"ip6tables-restore", "nft", "ipset", "nfacct", "sysctl")
@@ -64,7 +67,22 @@ func TestOracle(t *testing.T) {
 			}
 		}
 	})
-	h.report(t, time.Since(start))
+	report = h.report(t, time.Since(start))
+}
+
+// writeReport leaves the report where $SVCGEN_ORACLE_REPORT names (test.sh prints
+// it: go test shows a passing test's log only with -v).
+func writeReport(t *testing.T, report string) {
+	path := os.Getenv("SVCGEN_ORACLE_REPORT")
+	if path == "" {
+		return
+	}
+	if report == "" {
+		report = "TestOracle compared nothing: it was skipped or stopped before the cases (go test -v -run TestOracle ./conformance says why)\n"
+	}
+	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+		t.Error(err)
+	}
 }
 
 func requireTools(t *testing.T, tools ...string) {
@@ -181,8 +199,8 @@ func (h *harness) buildReleases(t *testing.T) []*release {
 	return out
 }
 
-// cases are the golden cases (unless SVCGEN_ORACLE_GOLDEN=0) and the random clusters,
-// every fourth one IPv6.
+// cases are the golden cases (unless SVCGEN_ORACLE_GOLDEN=0), the oracle's own
+// (testdata/) and the random clusters, every fourth one IPv6.
 func (h *harness) cases(t *testing.T) []Case {
 	var cases []Case
 	if knob("SVCGEN_ORACLE_GOLDEN", "1") != "0" {
@@ -193,6 +211,11 @@ func (h *harness) cases(t *testing.T) []Case {
 		cases = append(cases, golden...)
 		h.tally.note("multi-step golden cases (step-NN, --previous) not run: %s", strings.Join(steps, ", "))
 	}
+	own, err := TestdataCases("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, own...)
 	def := "200"
 	if testing.Short() {
 		def = "10"

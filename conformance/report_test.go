@@ -73,9 +73,8 @@ func (t *tally) count(key, name string, ids map[string]bool, unexpected bool) {
 	}
 }
 
-// report logs the tally (go test -v shows it; test.sh runs the oracle with -v) and
-// the expectations no case needed.
-func (h *harness) report(t *testing.T, took time.Duration) {
+// report logs the tally and the expectations no case needed, and returns it.
+func (h *harness) report(t *testing.T, took time.Duration) string {
 	tl := &h.tally
 	var b strings.Builder
 	fmt.Fprintf(&b, "oracle: %s, svcgen --kube-proxy-version: %v\n", took.Round(time.Second), h.versionFlag)
@@ -110,4 +109,5 @@ func (h *harness) report(t *testing.T, took time.Duration) {
 		}
 	}
 	t.Log("\n" + b.String())
+	return b.String()
 }

@@ -47,8 +47,8 @@ type Params struct {
 	NodeIP        net.IP
 	LocalDetector proxyutil.LocalTrafficDetector
 	// IPTables is the real iptables of the namespace (iptables mode) or the fake
-	// (ipvs mode); IPVS, IPSet and Sysctl are set in ipvs mode only, Sysctl in
-	// iptables mode too.
+	// (ipvs mode); Sysctl is the namespace's (iptables mode) or a fake (ipvs mode);
+	// IPVS (a fake) and IPSet (the real runner) are set in ipvs mode only.
 	IPTables utiliptables.Interface
 	IPVS     utilipvs.Interface
 	IPSet    utilipset.Interface

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/metrics/testutil"
 	sysctl "k8s.io/component-helpers/node/util/sysctl"
 	"k8s.io/kubernetes/pkg/features"
@@ -36,6 +37,9 @@ type Input struct {
 func Run(ctx context.Context, r Release, in Input) error {
 	cfg, err := LoadConfig(in.Config)
 	if err != nil {
+		return err
+	}
+	if err := gatesSet(cfg); err != nil {
 		return err
 	}
 	cluster, err := ReadCluster(in.Cluster)
@@ -73,6 +77,18 @@ func Run(ctx context.Context, r Release, in Input) error {
 		return canariesMade(ctx, p.IPTables)
 	case kubeproxyconfig.ProxyModeIPVS:
 		return fakes.write(in.OutDir)
+	}
+	return nil
+}
+
+// gatesSet checks that the configuration's featureGates are what the proxiers will
+// read: kube-proxy's Complete sets them on utilfeature.DefaultMutableFeatureGate
+// (LoadConfig runs it); every gate not named keeps the release's default.
+func gatesSet(cfg *kubeproxyconfig.KubeProxyConfiguration) error {
+	for name, want := range cfg.FeatureGates {
+		if got := utilfeature.DefaultFeatureGate.Enabled(featuregate.Feature(name)); got != want {
+			return fmt.Errorf("feature gate %s is %v, but the configuration says %v", name, got, want)
+		}
 	}
 	return nil
 }
