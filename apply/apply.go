@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/svcgen/svcgen/ir"
@@ -131,7 +132,15 @@ type SyncOptions struct {
 	Reread bool
 	// Hint is passed to the plan (see PlanOptions).
 	Hint *Hint
+	// AllowEmpty lets a sync leave the node without any Service's rules: a map with no
+	// Service, or one that shares no Service with the rules on the node. Without it
+	// such a sync is refused (ErrWouldEmpty): it is what an empty or wrong input
+	// (a failed kubectl in a pipe, a typo in a kind) looks like.
+	AllowEmpty bool
 }
+
+// ErrWouldEmpty is a sync refused because it would remove every Service's rules.
+var ErrWouldEmpty = errors.New("refused")
 
 // Result is what one sync did.
 type Result struct {
@@ -186,6 +195,11 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		done()
 		if err != nil {
 			return nil, fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
+		}
+	}
+	if !opts.AllowEmpty {
+		if err := wouldEmpty(sm, from); err != nil {
+			return nil, err
 		}
 	}
 	done := step(&steps.Plan)
@@ -371,3 +385,41 @@ func (e *LoadError) Unwrap() error { return e.Err }
 
 // ErrNoKernelSupport marks a mode the kernel cannot run.
 var ErrNoKernelSupport = errors.New("this kernel cannot run the mode")
+
+// wouldEmpty refuses a map with no Service, and a map that shares no Service with the
+// rules on the node when those hold some: kube-proxy never syncs before its informers
+// have synced, and an empty or wrong input must not wipe a node.
+func wouldEmpty(sm *ir.ServiceMap, from State) error {
+	if len(sm.Services) == 0 {
+		return fmt.Errorf("%w: the input has no Service, so the sync would delete every Service's rules on the node; check the input, or give --allow-empty if that is what you want", ErrWouldEmpty)
+	}
+	have := servicesOf(from.View(ViewOptions{}))
+	if len(have) == 0 {
+		return nil
+	}
+	for _, s := range sm.Services {
+		if have[s.Key()] {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the node has rules for %d Services and the input has none of them, so the sync would replace every one; check the input (the right cluster, namespace, node?), or give --allow-empty", ErrWouldEmpty, len(have))
+}
+
+// servicesOf lists the Services ("namespace/name") a view's sections and lines belong
+// to, from their owners ("ns/svc:port" or "ns/svc:port -> endpoint").
+func servicesOf(v *ruleview.View) map[string]bool {
+	out := map[string]bool{}
+	add := func(owner string) {
+		owner, _, _ = strings.Cut(owner, " ")
+		if key, _, _ := strings.Cut(owner, ":"); strings.Contains(key, "/") {
+			out[key] = true
+		}
+	}
+	for _, sec := range v.Sections {
+		add(sec.Owner)
+		for _, l := range sec.Lines {
+			add(l.Owner)
+		}
+	}
+	return out
+}

@@ -26,7 +26,7 @@ import (
 // lines may commit nothing. A new rule, and a delete of anything, always make one.
 //
 // So every transaction svcgen loads carries a commit mark: it adds a chain of its own
-// and deletes it again (nft.Transactions' svcgen-commit, iptables.Options.MarkCommits'
+// and deletes it again (nftplan.Load.MarkCommits' svcgen-commit, iptables.Options.MarkCommits'
 // SVCGEN-COMMIT, declared and deleted in each block). The delete is always an entry
 // (the chain is there: the same transaction added it, or another program made one of
 // that name, which the mark then deletes), so each transaction moves the generation by

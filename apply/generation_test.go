@@ -13,6 +13,7 @@ import (
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // genCluster is a node with one NodePort Service; its endpoints are appended.
@@ -52,17 +53,31 @@ spec:
 
 func genMap(t *testing.T, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
-	return compileWithEndpoints(t, genCluster, mode, endpoints...)
+	return genMapFor(t, mode, "", endpoints...)
+}
+
+// genMapFor is genMap for a kube-proxy release ("" for the newest).
+func genMapFor(t *testing.T, mode compiler.Mode, version string, endpoints ...string) *ir.ServiceMap {
+	t.Helper()
+	return compileWithEndpoints(t, genCluster, mode, version, endpoints...)
 }
 
 // compileWithEndpoints compiles manifests that end in genCluster's EndpointSlice, with
 // these endpoints on node1 appended to it.
-func compileWithEndpoints(t *testing.T, manifests string, mode compiler.Mode, endpoints ...string) *ir.ServiceMap {
+func compileWithEndpoints(t *testing.T, manifests string, mode compiler.Mode, version string, endpoints ...string) *ir.ServiceMap {
 	t.Helper()
 	for _, e := range endpoints {
 		manifests += "- {addresses: [" + e + "], nodeName: node1}\n"
 	}
-	return testkit.Compile(t, "cluster.yaml", manifests, pipeline.Settings{Mode: mode}).Map
+	s := pipeline.Settings{Mode: mode}
+	if version != "" {
+		r, err := release.Parse(version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Release = r
+	}
+	return testkit.Compile(t, "cluster.yaml", manifests, s).Map
 }
 
 // counting counts a backend's reads of the kernel: the test hook of the drift checks.
@@ -95,7 +110,7 @@ func inNS(t *testing.T, ns string, fn func()) {
 // commits a transaction only when it holds a change: one that adds an element already
 // there, flushes an empty chain or declares an empty chain as it is moves nothing,
 // and the commit mark of svcgen's loads (adding and deleting one chain; see
-// nft.Transactions and iptables.Options.MarkCommits) makes any transaction move it by
+// nftplan.Load.MarkCommits and iptables.Options.MarkCommits) makes any transaction move it by
 // one, even when another program made a chain of the mark's name.
 func TestGenerationCountsCommits(t *testing.T) {
 	l := netlab.New(t)
@@ -172,9 +187,9 @@ func TestSkipReadWhileGenerationStands(t *testing.T) {
 			ns := l.NS("skip" + string(mode)[:3])
 			sm1 := genMap(t, mode, "198.18.1.1", "198.18.1.2")
 			sm2 := genMap(t, mode, "198.18.1.1", "198.18.1.3")
-			backend, err := ForMode(mode, model.IPv4, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
+			var backend Backend = NewNFTables(model.IPv4)
+			if mode == compiler.IPTables {
+				backend = NewIPTables(model.IPv4, 5*time.Second)
 			}
 			c := &counting{Backend: backend}
 			a := &Applier{Backend: c, Generation: NFTablesGeneration}
@@ -224,7 +239,7 @@ func TestSkipReadWhileGenerationStands(t *testing.T) {
 			// A load that may add nothing the kernel lacks (in nftables mode, only the
 			// elements of a Service without endpoints; in iptables mode, removing it
 			// only flushes chains) is still known to be all that committed.
-			idle := compileWithEndpoints(t, idleService+genCluster, mode, "198.18.1.1", "198.18.1.3")
+			idle := compileWithEndpoints(t, idleService+genCluster, mode, "", "198.18.1.1", "198.18.1.3")
 			res := sync("a Service without endpoints added", idle, false, true)
 			if mode == compiler.NFTables && (res.Summary.Rules != 0 || res.Summary.Chains != 0 || res.Summary.Deleted != 0) {
 				t.Errorf("adding a Service without endpoints wrote more than elements: %s", res.Summary.Text)

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/svcgen/svcgen/emit/iptables"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
@@ -27,6 +28,9 @@ type IPTables struct {
 	Wait time.Duration
 	// MaxChains is the most chain lines one restore block declares (0: no staging).
 	MaxChains int
+	// Tool runs iptables-save and iptables-restore; nil: the node's own tools (with
+	// IPv6 and Wait). Tests give a FakeIPTables.
+	Tool IPTablesTool
 }
 
 // DefaultMaxChains is the block size of staged restores. Measured on iptables-nft
@@ -47,20 +51,22 @@ func (b *IPTables) Name() string {
 	return "iptables"
 }
 
-func (b *IPTables) tool(suffix string) string { return b.Name() + suffix }
-
-// InNFTables reports whether iptables is iptables-nft ("iptables -V" says nf_tables),
-// whose rules live in nf_tables, so that the generation id covers them;
-// iptables-legacy's do not.
-func (b *IPTables) InNFTables() bool {
-	out, err := runTool(context.Background(), nil, b.tool(""), "-V")
-	return err == nil && strings.Contains(string(out), "nf_tables")
+// tool is the IPTablesTool the backend runs.
+func (b *IPTables) tool() IPTablesTool {
+	if b.Tool != nil {
+		return b.Tool
+	}
+	return execIPTables{name: b.Name(), wait: b.Wait}
 }
 
+// InNFTables reports whether the rules live in nf_tables (iptables-nft), so that the
+// generation id covers them; iptables-legacy's do not.
+func (b *IPTables) InNFTables() bool { return b.tool().InNFTables() }
+
 // ipState is the kernel's tables as iptables-save printed them, or as a load left
-// them (the model of a restore, iptables.Ruleset.Restore, kept up to date).
+// them (the model of a restore, iptsyntax.Ruleset.Restore, kept up to date).
 type ipState struct {
-	rs *iptables.Ruleset
+	rs *iptsyntax.Ruleset
 	// pending is a restore the kernel has taken and rs not yet: the model is brought
 	// up to date when it is next needed, so a one-shot apply does not spend a second
 	// on a state nobody reads.
@@ -71,7 +77,7 @@ type ipState struct {
 }
 
 // ruleset returns the state's rules, up to date.
-func (s *ipState) ruleset() *iptables.Ruleset {
+func (s *ipState) ruleset() *iptsyntax.Ruleset {
 	if s.pending != nil {
 		if err := s.rs.Restore("loaded", bytes.NewReader(s.pending)); err != nil {
 			panic(fmt.Sprintf("svcgen's own restore does not parse: %v", err)) // a bug, not input
@@ -82,19 +88,19 @@ func (s *ipState) ruleset() *iptables.Ruleset {
 }
 
 func (s *ipState) View(opts ViewOptions) *ruleview.View {
-	owners := iptables.FindOwners(s.ruleset())
+	owners := iptsyntax.FindOwners(s.ruleset())
 	if opts.Map != nil {
-		for k, v := range iptables.MapOwners(opts.Map) {
+		for k, v := range iptrules.MapOwners(opts.Map) {
 			owners[k] = v
 		}
 	}
-	scope := iptables.KubeProxyOnly
+	scope := iptsyntax.KubeProxyOnly
 	if opts.All {
-		scope = iptables.Everything
+		scope = iptsyntax.Everything
 	}
 	rs := s.ruleset()
 	if opts.Installed {
-		rs = iptables.WithJumps(rs)
+		rs = iptsyntax.WithJumps(rs)
 	}
 	return rs.View(owners, scope)
 }
@@ -102,19 +108,19 @@ func (s *ipState) View(opts ViewOptions) *ruleview.View {
 // Want is kube-proxy's payload for sm with the jumps from built-in chains.
 func (b *IPTables) Want(sm *ir.ServiceMap) (State, error) {
 	var buf bytes.Buffer
-	if err := iptables.Write(&buf, sm, iptables.Options{Format: iptables.NoFlush}); err != nil {
+	if err := iptrules.Write(&buf, sm, iptrules.Options{Format: iptrules.NoFlush}); err != nil {
 		return nil, err
 	}
-	rs, err := iptables.ParseBytes("compiled", buf.Bytes())
+	rs, err := iptsyntax.ParseBytes("compiled", buf.Bytes())
 	if err != nil {
 		return nil, err
 	}
-	return &ipState{rs: iptables.WithJumps(rs)}, nil
+	return &ipState{rs: iptsyntax.WithJumps(rs)}, nil
 }
 
 // Parse reads iptables-restore input or iptables-save output.
 func (b *IPTables) Parse(name string, data []byte) (State, error) {
-	rs, err := iptables.ParseBytes(name, data)
+	rs, err := iptsyntax.ParseBytes(name, data)
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +135,14 @@ var ipTables = []string{"filter", "nat", "mangle"}
 // (iptables-nft reads the whole ruleset whatever -t says: with 100,000 chains in nat,
 // "iptables-save -t filter" costs as much as "iptables-save".)
 func (b *IPTables) Read(ctx context.Context) (State, error) {
-	out, err := runTool(ctx, nil, b.tool("-save"))
+	out, err := b.tool().Save(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := compatible(out); err != nil {
 		return nil, err
 	}
-	rs, err := iptables.ParseBytes(b.tool("-save"), out)
+	rs, err := iptsyntax.ParseBytes(b.Name()+"-save", out)
 	if err != nil {
 		return nil, err
 	}
@@ -158,21 +164,23 @@ type ipPlan struct {
 	after   *ipState
 }
 
-// owners names the chains of the plan, for a refused rule: from the service map (all
-// its hashes are worked out only when needed) or the rules being removed.
-func (p *ipPlan) owners() iptables.Owners {
+// owners names the chains of the plan, for a refused rule: the rules being replaced
+// or removed name theirs (a chain of a Service that is going away too), the service
+// map the chains it adds. Only worked out when a restore fails.
+func (p *ipPlan) owners() iptsyntax.Owners {
+	o := iptsyntax.FindOwners(p.from.ruleset())
 	if p.sm != nil {
-		return iptables.MapOwners(p.sm)
+		maps.Copy(o, iptrules.MapOwners(p.sm))
 	}
-	return iptables.FindOwners(p.from.ruleset())
+	return o
 }
 
-func (p *ipPlan) Empty() bool { return iptables.CountLines(p.payload).Blocks == 0 }
+func (p *ipPlan) Empty() bool { return iptsyntax.CountLines(p.payload).Blocks == 0 }
 
 // Commits: iptables-nft commits each block of the restore as one transaction, which
 // the commit mark of a plan makes sure to change the ruleset (cleanup's blocks may not be).
 func (p *ipPlan) Commits() Commits {
-	n, sure := iptables.Commits(p.payload)
+	n, sure := iptsyntax.Commits(p.payload)
 	return Commits{N: n, Sure: sure}
 }
 
@@ -188,7 +196,7 @@ func (p *ipPlan) After() State {
 }
 
 func (p *ipPlan) Summary() Summary {
-	c := iptables.CountLines(p.payload)
+	c := iptsyntax.CountLines(p.payload)
 	return Summary{Chains: c.Chains - c.DeletedChains, Rules: c.Rules, Deleted: c.DeletedRules + c.DeletedChains, Text: c.String()}
 }
 
@@ -204,21 +212,22 @@ func (b *IPTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
 		return nil, err
 	}
-	o := iptables.Options{
-		Format:      iptables.NoFlush,
+	o := iptplan.Options{
 		Previous:    st.ruleset(),
 		Minimal:     !opts.Full,
 		FullSync:    opts.Full,
 		EnsureJumps: true,
-		MarkCommits: true,
-		MaxChains:   b.MaxChains,
 		PreviousMap: st.sm,
 	}
 	if h := opts.Hint; h != nil && st.sm != nil && h.Since == st.sm {
 		o.Changed = h.Changed
 	}
+	change, err := iptplan.Partial(sm, o)
+	if err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
-	if err := iptables.Write(&buf, sm, o); err != nil {
+	if err := change.Write(&buf, iptplan.Blocks{MaxChains: b.MaxChains, MarkCommits: true}); err != nil {
 		return nil, err
 	}
 	return &ipPlan{from: st, sm: sm, payload: buf.Bytes()}, nil
@@ -230,12 +239,12 @@ func (b *IPTables) Cleanup(from State) (Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	to, err := iptables.Cleaned(st.ruleset())
+	to, err := iptplan.Cleaned(st.ruleset())
 	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	if err := iptables.WriteTransition(&buf, st.ruleset(), to, b.MaxChains); err != nil {
+	if err := iptplan.WriteTransition(&buf, st.ruleset(), to, b.MaxChains); err != nil {
 		return nil, err
 	}
 	return &ipPlan{from: st, payload: buf.Bytes(), after: &ipState{rs: to}}, nil
@@ -251,7 +260,10 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 	}
 	var err error
 	if !pl.Empty() {
-		_, err = b.restore(ctx, pl.payload)
+		err = b.ensureCounters(ctx, pl.payload)
+		if err == nil {
+			err = b.tool().Restore(ctx, pl.payload)
+		}
 	}
 	if err == nil {
 		if pl.after != nil {
@@ -264,8 +276,8 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 		return pl.from, nil
 	}
 	le := &LoadError{Mode: b.Name(), Err: err}
-	if n := iptables.FailedLine(err.Error()); n > 0 {
-		le.Rule = iptables.Line(pl.payload, n)
+	if n := iptsyntax.FailedLine(err.Error()); n > 0 {
+		le.Rule = iptsyntax.Line(pl.payload, n)
 		le.Service = pl.owners().LineOwner(le.Rule)
 		if le.Rule == "COMMIT" {
 			le.Rule = ""
@@ -277,10 +289,31 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 	return nil, le
 }
 
+// ensureCounters makes the nfacct counters when the payload's rules count: all of
+// kube-proxy's, as it makes them all on each sync, and any other a rule names. A node
+// that cannot make them needs a NodeEnvironment saying so ("iptables: {nfacct:
+// false}"), as kube-proxy leaves the match out when its probe fails.
+func (b *IPTables) ensureCounters(ctx context.Context, payload []byte) error {
+	named := iptsyntax.Counters(payload)
+	if len(named) == 0 {
+		return nil
+	}
+	names := slices.Clone(iptrules.Counters)
+	for _, n := range named {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if err := b.tool().EnsureCounters(ctx, names); err != nil {
+		return fmt.Errorf("%w (the rules count packets with nfacct; on a node without nfnetlink_acct, say iptables: {nfacct: false} in its NodeEnvironment)", err)
+	}
+	return nil
+}
+
 // rollback puts back what the blocks before the failing line changed.
 func (b *IPTables) rollback(ctx context.Context, pl *ipPlan, failed int) error {
 	committed := 0
-	for _, c := range iptables.Blocks(pl.payload) {
+	for _, c := range iptsyntax.Blocks(pl.payload) {
 		if c < failed {
 			committed = c
 		}
@@ -289,7 +322,7 @@ func (b *IPTables) rollback(ctx context.Context, pl *ipPlan, failed int) error {
 		return nil // the first block failed: nothing was changed
 	}
 	now := pl.from.ruleset().Clone()
-	if err := now.Restore("committed", bytes.NewReader(iptables.Head(pl.payload, committed))); err != nil {
+	if err := now.Restore("committed", bytes.NewReader(iptsyntax.Head(pl.payload, committed))); err != nil {
 		return err
 	}
 	return b.transition(ctx, now, pl.from.ruleset())
@@ -305,40 +338,15 @@ func (b *IPTables) rollbackFromKernel(ctx context.Context, pl *ipPlan) error {
 	return b.transition(ctx, now.(*ipState).ruleset(), pl.from.ruleset())
 }
 
-func (b *IPTables) transition(ctx context.Context, from, to *iptables.Ruleset) error {
+func (b *IPTables) transition(ctx context.Context, from, to *iptsyntax.Ruleset) error {
 	var buf bytes.Buffer
-	if err := iptables.WriteTransition(&buf, from, to, b.MaxChains); err != nil {
+	if err := iptplan.WriteTransition(&buf, from, to, b.MaxChains); err != nil {
 		return err
 	}
 	if buf.Len() == 0 {
 		return nil
 	}
-	_, err := b.restore(ctx, buf.Bytes())
-	return err
-}
-
-// restore runs iptables-restore --noflush, waiting for the xtables lock at most b.Wait.
-func (b *IPTables) restore(ctx context.Context, payload []byte) ([]byte, error) {
-	wait := max(1, int((b.Wait+time.Second-1)/time.Second))
-	return runTool(ctx, payload, b.tool("-restore"), "--noflush", "--wait", strconv.Itoa(wait), "--wait-interval", "100000")
-}
-
-func runTool(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
-		return nil, fmt.Errorf("%s: %s", name, strings.ReplaceAll(msg, "\n", "; "))
-	}
-	return out, nil
+	return b.tool().Restore(ctx, buf.Bytes())
 }
 
 // compatible refuses an iptables-save that could not show a table whole: iptables-nft

@@ -5,43 +5,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/moby/ipvs"
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/textutil"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvsplan "github.com/svcgen/svcgen/ipvs/plan"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
-// IPVS loads ipvs-mode state as kube-proxy's ipvs proxier does, in its order: kernel
-// settings; kube-ipvs0 and the addresses bound to it (vishvananda/netlink); the sets
-// (ipset restore, entry by entry); virtual and real servers one by one through netlink
-// (github.com/moby/ipvs), so connections to what stays are kept; the companion chains
+// IPVS loads ipvs-mode state as kube-proxy's ipvs proxier does. ipvs/plan works out
+// the typed operations, in kube-proxy's order: kernel settings; kube-ipvs0 and the
+// addresses bound to it; the sets (one "ipset restore", entry by entry); virtual and
+// real servers one by one, so connections to what stays are kept, and a real server
+// that still has TCP connections is drained at weight 0 and deleted by a later sync
+// once it has none (kube-proxy's graceful termination); the companion chains
 // (iptables-restore --noflush, as the iptables backend loads them); then the addresses
-// no virtual server uses any more are unbound. Every step that succeeded is undone, in
-// reverse, when a later one fails.
+// no virtual server uses any more are unbound. Every operation that succeeded is
+// undone, in reverse, when a later one fails, and a set change that failed partway
+// is undone too.
 //
-// moby/ipvs reports success on a kernel without IPVS, so Read checks first
-// (internal/ipvskernel) and says so clearly.
+// The kernel is behind ipvskernel's interfaces (a Fake in tests). moby/ipvs reports
+// success on a kernel without IPVS, so Read checks first and says so clearly.
 type IPVS struct {
-	IPv6 bool
-	ipt  *IPTables
+	IPv6   bool
+	kernel ipvskernel.Kernel
+	// tables reads and loads the companion chains: the iptables backend of the
+	// family (over a FakeIPTables in tests).
+	tables    *IPTables
+	maxChains int
 }
 
 // NewIPVS returns the backend for a family; wait bounds the xtables lock wait.
 func NewIPVS(family model.IPFamily, wait time.Duration) *IPVS {
-	return &IPVS{IPv6: family == model.IPv6, ipt: NewIPTables(family, wait)}
+	ipt := NewIPTables(family, wait)
+	return &IPVS{IPv6: family == model.IPv6, kernel: ipvskernel.Host(runTool), tables: ipt, maxChains: ipt.MaxChains}
 }
 
 func (b *IPVS) Name() string {
@@ -53,59 +58,46 @@ func (b *IPVS) Name() string {
 
 // ipvsState is the node's ipvs-mode state of one family.
 type ipvsState struct {
-	noIPVS    error // the kernel has no IPVS: only cleanup can run
-	sysctls   map[string]string
-	link      bool // kube-ipvs0 exists
-	addresses []netip.Prefix
-	sets      []*ipvsadm.Set           // kube-proxy's sets of the family
-	services  []*ipvsadm.VirtualServer // every virtual server of the family (not fwmark ones)
-	rules     *ipState
+	noIPVS error // the kernel has no IPVS: only cleanup can run
+	have   ipvsplan.Have
+	rules  *ipState
 }
 
-// Read reads kube-ipvs0, the sets, IPVS and the iptables tables.
+// ipvsSysctls are the settings kube-proxy's ipvs proxier may set (ipvsrules.Build's).
+var ipvsSysctls = []string{
+	"net.ipv4.vs.conntrack", "net.ipv4.vs.expire_nodest_conn", "net.ipv4.vs.expire_quiescent_template",
+	"net.ipv4.ip_forward", "net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.all.arp_announce",
+}
+
+// Read reads the sysctls, kube-ipvs0, the sets, IPVS and the iptables tables.
 func (b *IPVS) Read(ctx context.Context) (State, error) {
-	st := &ipvsState{sysctls: map[string]string{}}
-	st.noIPVS = ipvskernel.Check()
+	k := b.kernel
+	st := &ipvsState{noIPVS: k.Check(), have: ipvsplan.Have{Sysctls: map[string]string{}}}
 	for _, name := range ipvsSysctls {
-		if v, err := os.ReadFile(sysctlPath(name)); err == nil {
-			st.sysctls[name] = strings.TrimSpace(string(v))
-		}
-	}
-	if link, err := netlink.LinkByName(ipvsadm.DummyInterface); err == nil {
-		st.link = true
-		addrs, err := netlink.AddrList(link, b.nlFamily())
+		v, ok, err := k.Sysctls.Get(name)
 		if err != nil {
-			return nil, fmt.Errorf("addresses of %s: %w", ipvsadm.DummyInterface, err)
+			return nil, fmt.Errorf("sysctl %s: %w", name, err)
 		}
-		for _, a := range addrs {
-			if p, ok := netip.AddrFromSlice(a.IP); ok {
-				ones, _ := a.Mask.Size()
-				st.addresses = append(st.addresses, netip.PrefixFrom(p.Unmap(), ones))
-			}
+		if ok {
+			st.have.Sysctls[name] = v
 		}
-		slices.SortFunc(st.addresses, netip.Prefix.Compare)
-	} else if !errors.As(err, new(netlink.LinkNotFoundError)) {
-		return nil, fmt.Errorf("%s: %w", ipvsadm.DummyInterface, err)
 	}
-	out, err := runTool(ctx, nil, "ipset", "save")
+	var err error
+	if st.have.Addresses, st.have.Link, err = k.Links.Addresses(ipvssyntax.DummyInterface, b.IPv6); err != nil {
+		return nil, err
+	}
+	sets, err := k.Sets.Save(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sets, err := ipvsadm.ParseSetsBytes("ipset save", out)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range sets {
-		if slices.Contains(b.setNames(), s.Name) {
-			st.sets = append(st.sets, s)
-		}
-	}
+	names := b.setNames()
+	st.have.Sets = slices.DeleteFunc(sets, func(s *ipvssyntax.Set) bool { return !slices.Contains(names, s.Name) })
 	if st.noIPVS == nil {
-		if st.services, err = b.readServices(); err != nil {
+		if st.have.Services, st.have.Conns, err = b.readServices(); err != nil {
 			return nil, err
 		}
 	}
-	rules, err := b.ipt.Read(ctx)
+	rules, err := b.tables.Read(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -113,115 +105,28 @@ func (b *IPVS) Read(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-// ipvsSysctls are the settings kube-proxy's ipvs proxier may set (ipvsadm.Build's).
-var ipvsSysctls = []string{
-	"net.ipv4.vs.conntrack", "net.ipv4.vs.expire_nodest_conn", "net.ipv4.vs.expire_quiescent_template",
-	"net.ipv4.ip_forward", "net.ipv4.conf.all.arp_ignore", "net.ipv4.conf.all.arp_announce",
-}
-
-func sysctlPath(name string) string {
-	return filepath.Join("/proc/sys", strings.ReplaceAll(name, ".", "/"))
-}
-
-func (b *IPVS) nlFamily() int {
-	if b.IPv6 {
-		return netlink.FAMILY_V6
-	}
-	return netlink.FAMILY_V4
-}
-
 func (b *IPVS) setNames() []string {
 	var out []string
-	for _, n := range ipvsadm.SetNames() {
-		out = append(out, ipvsadm.SetName(n, b.IPv6))
+	for _, n := range ipvssyntax.SetNames() {
+		out = append(out, ipvssyntax.SetName(n, b.IPv6))
 	}
 	return out
 }
 
-// readServices reads the virtual servers of the family with their real servers.
-func (b *IPVS) readServices() ([]*ipvsadm.VirtualServer, error) {
-	h, err := ipvs.New("")
+// readServices reads the virtual servers of the family with their real servers and
+// the connections to them.
+func (b *IPVS) readServices() ([]*ipvssyntax.VirtualServer, map[ipvssyntax.RealID]ipvssyntax.Conns, error) {
+	h, err := b.kernel.OpenIPVS()
 	if err != nil {
-		return nil, fmt.Errorf("ipvs: %w", err)
+		return nil, nil, err
 	}
 	defer h.Close()
-	svcs, err := h.GetServices()
+	vss, conns, err := h.Services()
 	if err != nil {
-		return nil, fmt.Errorf("ipvs: listing virtual servers: %w", err)
+		return nil, nil, err
 	}
-	var out []*ipvsadm.VirtualServer
-	for _, s := range svcs {
-		if s.FWMark != 0 || (s.AddressFamily == unix.AF_INET6) != b.IPv6 {
-			continue
-		}
-		vs := fromMoby(s)
-		dests, err := h.GetDestinations(s)
-		if err != nil {
-			return nil, fmt.Errorf("ipvs: real servers of %s: %w", vs.Key(), err)
-		}
-		for _, d := range dests {
-			vs.Reals = append(vs.Reals, realFromMoby(d, b.IPv6))
-		}
-		out = append(out, vs)
-	}
-	ipvsadm.SortServices(out)
-	return out, nil
-}
-
-// fromMoby is a virtual server as ipvsadm sees it. The kernel's own HASHED flag is
-// dropped.
-func fromMoby(s *ipvs.Service) *ipvsadm.VirtualServer {
-	a, _ := netip.AddrFromSlice(s.Address)
-	if s.AddressFamily == unix.AF_INET {
-		a = a.Unmap()
-		if !a.Is4() && len(s.Address) >= 4 {
-			a, _ = netip.AddrFromSlice(s.Address[:4])
-		}
-	}
-	proto := map[uint16]model.Protocol{unix.IPPROTO_TCP: model.TCP, unix.IPPROTO_UDP: model.UDP, unix.IPPROTO_SCTP: model.SCTP}[s.Protocol]
-	return &ipvsadm.VirtualServer{Protocol: proto, Address: netip.AddrPortFrom(a, s.Port),
-		Scheduler: s.SchedName, Flags: s.Flags &^ 0x2, Timeout: s.Timeout}
-}
-
-func realFromMoby(d *ipvs.Destination, ipv6 bool) ipvsadm.RealServer {
-	a, _ := netip.AddrFromSlice(d.Address)
-	if !ipv6 {
-		a = a.Unmap()
-		if !a.Is4() && len(d.Address) >= 4 {
-			a, _ = netip.AddrFromSlice(d.Address[:4])
-		}
-	}
-	f := ipvsadm.Masquerade
-	switch d.ConnectionFlags & ipvs.ConnectionFlagFwdMask {
-	case ipvs.ConnectionFlagDirectRoute, ipvs.ConnectionFlagLocalNode:
-		f = ipvsadm.Route
-	case ipvs.ConnectionFlagTunnel:
-		f = ipvsadm.Tunnel
-	}
-	return ipvsadm.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight}
-}
-
-func toMoby(vs *ipvsadm.VirtualServer) *ipvs.Service {
-	s := &ipvs.Service{
-		Address: vs.Address.Addr().AsSlice(), Port: vs.Address.Port(), SchedName: vs.Scheduler,
-		Flags: vs.Flags, Timeout: vs.Timeout, AddressFamily: unix.AF_INET, Netmask: 0xffffffff,
-	}
-	if vs.Address.Addr().Is6() {
-		s.AddressFamily, s.Netmask = unix.AF_INET6, 128
-	}
-	s.Protocol = map[model.Protocol]uint16{model.TCP: unix.IPPROTO_TCP, model.UDP: unix.IPPROTO_UDP, model.SCTP: unix.IPPROTO_SCTP}[vs.Protocol]
-	return s
-}
-
-func destToMoby(vs *ipvsadm.VirtualServer, rs ipvsadm.RealServer) *ipvs.Destination {
-	flags := map[ipvsadm.Forward]uint32{ipvsadm.Masquerade: ipvs.ConnectionFlagMasq, ipvsadm.Route: ipvs.ConnectionFlagDirectRoute, ipvsadm.Tunnel: ipvs.ConnectionFlagTunnel}[rs.Forward]
-	d := &ipvs.Destination{Address: rs.Address.Addr().AsSlice(), Port: rs.Address.Port(), Weight: rs.Weight, ConnectionFlags: flags, AddressFamily: unix.AF_INET}
-	if vs.Address.Addr().Is6() {
-		// The kernel takes a destination's family from the request and refuses one
-		// that differs from the service's.
-		d.AddressFamily = unix.AF_INET6
-	}
-	return d
+	vss = slices.DeleteFunc(vss, func(vs *ipvssyntax.VirtualServer) bool { return vs.Address.Addr().Is6() != b.IPv6 })
+	return vss, conns, nil
 }
 
 // View shows the state for diff and audit: the iptables part as the iptables backend
@@ -232,32 +137,29 @@ func (s *ipvsState) View(opts ViewOptions) *ruleview.View {
 	v := s.rules.View(opts)
 	owner := map[string]string{}
 	if opts.Map != nil {
-		for _, vs := range ipvsadm.Build(opts.Map).Services {
+		for _, vs := range ipvsrules.Build(opts.Map).Services {
 			if len(vs.For) > 0 {
 				owner[vs.Key()] = strings.Fields(vs.For[0])[0]
 			}
 		}
 	}
-	for _, vs := range s.services {
-		sec := &ruleview.Section{Table: "ipvs", Name: vs.Key(), Header: ipvsadm.ServiceLine(vs), Owner: owner[vs.Key()], Rank: 1}
+	for _, vs := range s.have.Services {
+		sec := &ruleview.Section{Table: "ipvs", Name: vs.Key(), Header: ipvssyntax.ServiceLine(vs), Owner: owner[vs.Key()], Rank: 1}
 		for _, rs := range vs.Reals {
-			sec.Lines = append(sec.Lines, ruleview.Line{Text: ipvsadm.RealLine(vs, rs)})
+			sec.Lines = append(sec.Lines, ruleview.Line{Text: ipvssyntax.RealLine(vs, rs)})
 		}
 		v.Sections = append(v.Sections, sec)
 	}
-	for _, set := range s.sets {
-		var b bytes.Buffer
-		ipvsadm.WriteSetChanges(&b, nil, []*ipvsadm.Set{set})
-		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-		sec := &ruleview.Section{Table: "ipset", Name: set.Name, Header: lines[0]}
-		for _, l := range lines[1:] {
-			sec.Lines = append(sec.Lines, ruleview.Line{Text: l})
+	for _, set := range s.have.Sets {
+		sec := &ruleview.Section{Table: "ipset", Name: set.Name, Header: ipvssyntax.CreateLine(set.Name, set)}
+		for _, e := range set.Entries {
+			sec.Lines = append(sec.Lines, ruleview.Line{Text: ipvssyntax.SetLine("add", set.Name, e)})
 		}
 		v.Sections = append(v.Sections, sec)
 	}
-	if s.link || len(s.addresses) > 0 {
-		sec := &ruleview.Section{Table: "link", Name: ipvsadm.DummyInterface, Header: "link " + ipvsadm.DummyInterface}
-		for _, a := range s.addresses {
+	if s.have.Link || len(s.have.Addresses) > 0 {
+		sec := &ruleview.Section{Table: "link", Name: ipvssyntax.DummyInterface, Header: "link " + ipvssyntax.DummyInterface}
+		for _, a := range s.have.Addresses {
 			sec.Lines = append(sec.Lines, ruleview.Line{Text: "address " + a.String()})
 		}
 		v.Sections = append(v.Sections, sec)
@@ -268,7 +170,7 @@ func (s *ipvsState) View(opts ViewOptions) *ruleview.View {
 
 // stateOf is the state a node holding exactly the built state has, besides what the
 // base (the node's other rules) holds.
-func (b *IPVS) stateOf(want *ipvsadm.Node, base *iptables.Ruleset) (*ipvsState, error) {
+func stateOf(want *ipvssyntax.Node, base *iptsyntax.Ruleset) (*ipvsState, error) {
 	rules, err := companionRules(want, base)
 	if err != nil {
 		return nil, err
@@ -277,60 +179,47 @@ func (b *IPVS) stateOf(want *ipvsadm.Node, base *iptables.Ruleset) (*ipvsState, 
 	for _, s := range want.Sysctls {
 		sysctls[s.Name] = s.Value
 	}
-	return &ipvsState{sysctls: sysctls, link: true, addresses: want.Addresses, sets: want.Sets,
-		services: slices.Clone(want.Services), rules: &ipState{rs: rules}}, nil
+	have := ipvsplan.Have{Sysctls: sysctls, Link: true, Addresses: want.Addresses, Sets: want.Sets,
+		Services: slices.Clone(want.Services)}
+	return &ipvsState{have: have, rules: &ipState{rs: rules}}, nil
 }
 
 // companionRules is base with kube-proxy's ipvs chains written over it and its jumps
 // from the built-in chains inserted where missing.
-func companionRules(want *ipvsadm.Node, base *iptables.Ruleset) (*iptables.Ruleset, error) {
+func companionRules(want *ipvssyntax.Node, base *iptsyntax.Ruleset) (*iptsyntax.Ruleset, error) {
 	var payload bytes.Buffer
-	if err := ipvsadm.WritePayload(&payload, want); err != nil {
+	if err := ipvssyntax.WritePayload(&payload, want); err != nil {
 		return nil, err
 	}
 	rs := base.Clone()
 	if err := rs.Restore("ipvs payload", &payload); err != nil {
 		return nil, err
 	}
-	iptables.EnsureJumps(rs, jumpRules())
+	iptsyntax.EnsureJumps(rs, jumpRules())
 	return rs, nil
 }
 
 // jumpRules are kube-proxy's ipvs-mode jumps in the order it ensures them.
-func jumpRules() []iptables.Jump {
-	var out []iptables.Jump
-	for _, j := range ipvsadm.Jumps {
-		out = append(out, iptables.Jump{Table: j.Table, From: j.From, Args: j.Args()})
+func jumpRules() []iptsyntax.Jump {
+	var out []iptsyntax.Jump
+	for _, j := range ipvssyntax.Jumps {
+		out = append(out, iptsyntax.Jump{Table: j.Table, From: j.From, Args: j.Args()})
 	}
 	return out
 }
 
 // Want is the state of a node holding exactly sm's ipvs-mode state.
 func (b *IPVS) Want(sm *ir.ServiceMap) (State, error) {
-	return b.stateOf(ipvsadm.Build(sm), &iptables.Ruleset{})
+	return stateOf(ipvsrules.Build(sm), &iptsyntax.Ruleset{})
 }
 
 // Parse reads an ipvs script written by svcgen compile -m ipvs.
 func (b *IPVS) Parse(name string, data []byte) (State, error) {
-	n, err := ipvsadm.ParseScript(name, bytes.NewReader(data))
+	n, err := ipvssyntax.ParseScript(name, bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
-	return b.stateOf(n, &iptables.Ruleset{})
-}
-
-// ipvsOp is one change to the kernel, with what it is (as ipvsadm or ip would say
-// it) and the service ports it is for. do carries it out and returns how to undo it.
-type ipvsOp struct {
-	what, service string
-	do            func(r *ipvsRun) (undo func(r *ipvsRun) error, err error)
-}
-
-// ipvsRun is what ops talk to the kernel with.
-type ipvsRun struct {
-	ctx context.Context
-	h   *ipvs.Handle
-	b   *IPVS
+	return stateOf(n, &iptsyntax.Ruleset{})
 }
 
 type ipvsPlan struct {
@@ -344,7 +233,8 @@ func (p *ipvsPlan) Empty() bool      { return len(p.ops) == 0 }
 func (p *ipvsPlan) After() State     { return p.after }
 func (p *ipvsPlan) Summary() Summary { return p.summary }
 
-// Plan works out the operations that turn the state into sm's, in kube-proxy's order.
+// Plan works out the operations that turn the state into sm's (ipvsplan.Plan), and
+// the transition of the companion chains, loaded between IPVS and the unbinding.
 func (b *IPVS) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, error) {
 	st, err := stateAs[*ipvsState]("ipvs", from)
 	if err != nil {
@@ -356,55 +246,53 @@ func (b *IPVS) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, erro
 	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
 		return nil, err
 	}
-	want := ipvsadm.Build(sm)
-	after, err := b.stateOf(want, st.rules.ruleset())
+	want := ipvsrules.Build(sm)
+	change, err := ipvsplan.Plan(&st.have, want, ipvsplan.Options{Full: opts.Full})
 	if err != nil {
 		return nil, err
 	}
-	p := &ipvsPlan{from: st, after: after}
-	var c ipvsCount
-	for name, v := range st.sysctls {
-		if _, set := after.sysctls[name]; !set {
-			after.sysctls[name] = v
-		}
-	}
-	p.sysctls(st, want)
-	if !st.link {
-		p.ops = append(p.ops, linkAdd())
-	}
-	for _, a := range want.Addresses {
-		if !slices.Contains(st.addresses, a) {
-			p.ops = append(p.ops, addrOp(a, true))
-			c.addrs++
-		}
-	}
-	if err := p.sets(st.sets, want.Sets, &c); err != nil {
+	rules, err := companionRules(want, st.rules.ruleset())
+	if err != nil {
 		return nil, err
 	}
-	p.services(st.services, want, opts.Full, &c)
-	if err := p.rules(b, st.rules.ruleset(), after.rules.ruleset(), &c); err != nil {
+	c := countOps(change.Ops)
+	chains, err := b.chainsOp(st.rules.ruleset(), rules, &c)
+	if err != nil {
 		return nil, err
 	}
-	for _, a := range st.addresses {
-		if !slices.Contains(want.Addresses, a) {
-			p.ops = append(p.ops, addrOp(a, false))
-			c.addrs++
-		}
+	ops, err := b.ops(change.Ops, chains, st.have.Sets)
+	if err != nil {
+		return nil, err
 	}
-	// Virtual servers svcgen does not own stay: keep them in the state after.
-	for _, vs := range st.services {
-		if excluded(vs, want.ExcludeCIDRs) {
-			after.services = append(after.services, vs)
-		}
-	}
-	ipvsadm.SortServices(after.services)
-	p.summary = c.summary()
-	return p, nil
+	after := &ipvsState{have: *change.After, rules: &ipState{rs: rules}}
+	return &ipvsPlan{from: st, after: after, ops: ops, summary: c.summary()}, nil
 }
 
 type ipvsCount struct {
 	addrs, setEntries, vsAdded, vsUpdated, vsDeleted, rsChanged int
-	chains                                                      iptables.Count
+	chains                                                      iptsyntax.Count
+}
+
+// countOps counts what the operations change, for the summary.
+func countOps(ops []ipvsplan.Op) ipvsCount {
+	var c ipvsCount
+	for _, op := range ops {
+		switch op.Kind {
+		case ipvsplan.AddAddress, ipvsplan.DeleteAddress:
+			c.addrs++
+		case ipvsplan.AddEntry, ipvsplan.DelEntry, ipvsplan.DestroySet:
+			c.setEntries++
+		case ipvsplan.AddService:
+			c.vsAdded++
+		case ipvsplan.EditService:
+			c.vsUpdated++
+		case ipvsplan.DeleteService:
+			c.vsDeleted++
+		case ipvsplan.AddReal, ipvsplan.EditReal, ipvsplan.DrainReal, ipvsplan.DeleteReal:
+			c.rsChanged++
+		}
+	}
+	return c
 }
 
 func (c ipvsCount) summary() Summary {
@@ -417,247 +305,29 @@ func (c ipvsCount) summary() Summary {
 	}
 }
 
-// sysctls adds an op for each kernel setting that differs.
-func (p *ipvsPlan) sysctls(st *ipvsState, want *ipvsadm.Node) {
-	for _, s := range want.Sysctls {
-		if st.sysctls[s.Name] == s.Value {
-			continue
-		}
-		path, value := sysctlPath(s.Name), s.Value
-		p.ops = append(p.ops, ipvsOp{what: "sysctl " + s.Name + "=" + value, do: func(*ipvsRun) (func(*ipvsRun) error, error) {
-			old, err := os.ReadFile(path)
-			if err != nil {
-				return nil, err
-			}
-			if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
-				return nil, err
-			}
-			return func(*ipvsRun) error { return os.WriteFile(path, old, 0o644) }, nil
-		}})
-	}
-}
-
-func linkAdd() ipvsOp {
-	return ipvsOp{what: "ip link add " + ipvsadm.DummyInterface + " type dummy", do: func(*ipvsRun) (func(*ipvsRun) error, error) {
-		link := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: ipvsadm.DummyInterface}}
-		if err := netlink.LinkAdd(link); err != nil {
-			return nil, err
-		}
-		return func(*ipvsRun) error { return netlink.LinkDel(link) }, nil
-	}}
-}
-
-func addrOp(a netip.Prefix, add bool) ipvsOp {
-	verb := "add"
-	if !add {
-		verb = "del"
-	}
-	change := func(add bool) error {
-		link, err := netlink.LinkByName(ipvsadm.DummyInterface)
-		if err != nil {
-			return err
-		}
-		addr, err := netlink.ParseAddr(a.String())
-		if err != nil {
-			return err
-		}
-		if add {
-			return netlink.AddrAdd(link, addr)
-		}
-		return netlink.AddrDel(link, addr)
-	}
-	return ipvsOp{what: "ip addr " + verb + " " + a.String() + " dev " + ipvsadm.DummyInterface, do: func(*ipvsRun) (func(*ipvsRun) error, error) {
-		if err := change(add); err != nil {
-			return nil, err
-		}
-		return func(*ipvsRun) error { return change(!add) }, nil
-	}}
-}
-
-// sets adds one op that loads the entry changes with ipset restore.
-func (p *ipvsPlan) sets(from, to []*ipvsadm.Set, c *ipvsCount) error {
-	var fwd, back bytes.Buffer
-	if err := ipvsadm.WriteSetChanges(&fwd, from, to); err != nil {
-		return err
-	}
-	if fwd.Len() == 0 {
-		return nil
-	}
-	for _, l := range strings.Split(fwd.String(), "\n") {
-		if strings.HasPrefix(l, "add ") || strings.HasPrefix(l, "del ") {
-			c.setEntries++
-		}
-	}
-	// Undo: the entries back, then the sets that were created destroyed.
-	ipvsadm.WriteSetChanges(&back, to, from)
-	var created []*ipvsadm.Set
-	for _, s := range to {
-		if !slices.ContainsFunc(from, func(o *ipvsadm.Set) bool { return o.Name == s.Name }) {
-			created = append(created, s)
-		}
-	}
-	ipvsadm.WriteDestroySets(&back, created)
-	p.ops = append(p.ops, ipvsOp{what: "ipset restore (sets)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-		if _, err := runTool(r.ctx, fwd.Bytes(), "ipset", "restore", "-exist"); err != nil {
-			return nil, err
-		}
-		return func(r *ipvsRun) error {
-			_, err := runTool(r.ctx, back.Bytes(), "ipset", "restore", "-exist")
-			return err
-		}, nil
-	}})
-	return nil
-}
-
-// services adds the virtual-server and real-server ops: new and changed ones in the
-// wanted order, then the virtual servers nobody wants (those inside excludeCIDRs stay).
-func (p *ipvsPlan) services(from []*ipvsadm.VirtualServer, want *ipvsadm.Node, full bool, c *ipvsCount) {
-	have := map[string]*ipvsadm.VirtualServer{}
-	for _, vs := range from {
-		have[vs.Key()] = vs
-	}
-	for _, vs := range want.Services {
-		old := have[vs.Key()]
-		svc := strings.Join(vs.For, ", ")
-		switch {
-		case old == nil:
-			p.ops = append(p.ops, vsOp(vs, nil, svc))
-			c.vsAdded++
-			old = &ipvsadm.VirtualServer{}
-		case full || old.Scheduler != vs.Scheduler || old.Flags != vs.Flags || old.Timeout != vs.Timeout:
-			p.ops = append(p.ops, vsOp(vs, old, svc))
-			c.vsUpdated++
-		}
-		for _, rs := range vs.Reals {
-			i := slices.IndexFunc(old.Reals, func(o ipvsadm.RealServer) bool { return o.Address == rs.Address })
-			if i < 0 || full || old.Reals[i] != rs {
-				var prev *ipvsadm.RealServer
-				if i >= 0 {
-					prev = &old.Reals[i]
-				}
-				p.ops = append(p.ops, rsOp(vs, rs, prev, true, svc))
-				c.rsChanged++
-			}
-		}
-		for _, rs := range old.Reals {
-			if !slices.ContainsFunc(vs.Reals, func(o ipvsadm.RealServer) bool { return o.Address == rs.Address }) {
-				p.ops = append(p.ops, rsOp(vs, rs, nil, false, svc))
-				c.rsChanged++
-			}
-		}
-	}
-	for _, vs := range from {
-		if want.Service(vs.Key()) == nil && !excluded(vs, want.ExcludeCIDRs) {
-			p.ops = append(p.ops, vsDelOp(vs))
-			c.vsDeleted++
-		}
-	}
-}
-
-// excluded: a virtual server inside excludeCIDRs is not kube-proxy's to delete.
-func excluded(vs *ipvsadm.VirtualServer, cidrs []netip.Prefix) bool {
-	for _, c := range cidrs {
-		if c.Contains(vs.Address.Addr()) {
-			return true
-		}
-	}
-	return false
-}
-
-// vsOp adds a virtual server, or updates old to vs in place (kube-proxy's
-// UpdateService: the address stays up).
-func vsOp(vs, old *ipvsadm.VirtualServer, svc string) ipvsOp {
-	what := ipvsadm.ServiceLine(vs)
-	if old != nil {
-		what = "-E" + strings.TrimPrefix(what, "-A")
-	}
-	return ipvsOp{what: what, service: svc, do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-		if old == nil {
-			if err := r.h.NewService(toMoby(vs)); err != nil {
-				return nil, err
-			}
-			return func(r *ipvsRun) error { return r.h.DelService(toMoby(vs)) }, nil
-		}
-		if err := r.h.UpdateService(toMoby(vs)); err != nil {
-			return nil, err
-		}
-		return func(r *ipvsRun) error { return r.h.UpdateService(toMoby(old)) }, nil
-	}}
-}
-
-// vsDelOp deletes a virtual server; undoing it puts it back with its real servers.
-func vsDelOp(vs *ipvsadm.VirtualServer) ipvsOp {
-	return ipvsOp{what: "-D " + vs.Key(), do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-		if err := r.h.DelService(toMoby(vs)); err != nil {
-			return nil, err
-		}
-		return func(r *ipvsRun) error {
-			if err := r.h.NewService(toMoby(vs)); err != nil {
-				return err
-			}
-			for _, rs := range vs.Reals {
-				if err := r.h.NewDestination(toMoby(vs), destToMoby(vs, rs)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, nil
-	}}
-}
-
-// rsOp adds a real server (prev nil), updates prev to rs, or deletes rs (add false).
-func rsOp(vs *ipvsadm.VirtualServer, rs ipvsadm.RealServer, prev *ipvsadm.RealServer, add bool, svc string) ipvsOp {
-	what := ipvsadm.RealLine(vs, rs)
-	switch {
-	case !add:
-		what = "-d " + vs.Key() + " -r " + rs.Address.String()
-	case prev != nil:
-		what = "-e" + strings.TrimPrefix(what, "-a")
-	}
-	return ipvsOp{what: what, service: svc, do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-		s, d := toMoby(vs), destToMoby(vs, rs)
-		switch {
-		case !add:
-			if err := r.h.DelDestination(s, d); err != nil {
-				return nil, err
-			}
-			return func(r *ipvsRun) error { return r.h.NewDestination(s, d) }, nil
-		case prev != nil:
-			if err := r.h.UpdateDestination(s, d); err != nil {
-				return nil, err
-			}
-			return func(r *ipvsRun) error { return r.h.UpdateDestination(s, destToMoby(vs, *prev)) }, nil
-		}
-		if err := r.h.NewDestination(s, d); err != nil {
-			return nil, err
-		}
-		return func(r *ipvsRun) error { return r.h.DelDestination(s, d) }, nil
-	}}
-}
-
-// rules adds the op that loads the companion chains: the transition from the tables
-// now to the tables with kube-proxy's ipvs chains and jumps.
-func (p *ipvsPlan) rules(b *IPVS, from, to *iptables.Ruleset, c *ipvsCount) error {
+// chainsOp is the op that loads the companion chains: the transition from the tables
+// now to the tables with kube-proxy's ipvs chains and jumps (nil when none differ).
+func (b *IPVS) chainsOp(from, to *iptsyntax.Ruleset, c *ipvsCount) (*ipvsOp, error) {
 	var fwd bytes.Buffer
-	if err := iptables.WriteTransition(&fwd, from, to, b.ipt.MaxChains); err != nil {
-		return err
+	if err := iptplan.WriteTransition(&fwd, from, to, b.maxChains); err != nil {
+		return nil, err
 	}
 	if fwd.Len() == 0 {
-		return nil
+		return nil, nil
 	}
-	c.chains = iptables.CountLines(fwd.Bytes())
+	c.chains = iptsyntax.CountLines(fwd.Bytes())
 	payload := fwd.Bytes()
-	p.ops = append(p.ops, ipvsOp{what: b.ipt.tool("-restore") + " (companion chains)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-		if _, err := b.ipt.restore(r.ctx, payload); err != nil {
+	return &ipvsOp{what: b.tables.Name() + "-restore (companion chains)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
+		if err := b.tables.tool().Restore(r.ctx, payload); err != nil {
 			return nil, err
 		}
-		return func(r *ipvsRun) error { return b.ipt.transition(r.ctx, to, from) }, nil
-	}})
-	return nil
+		return func(r *ipvsRun) error { return b.tables.transition(r.ctx, to, from) }, nil
+	}}, nil
 }
 
-// Load carries out the ops in order; when one fails, the ones before it are undone in
-// reverse order.
+// Load carries out the ops in order; when one fails, what the ones before it did (and
+// what it did itself, for a set change that failed partway) is undone in reverse
+// order.
 func (b *IPVS) Load(ctx context.Context, p Plan) (State, error) {
 	pl, ok := p.(*ipvsPlan)
 	if !ok {
@@ -666,11 +336,11 @@ func (b *IPVS) Load(ctx context.Context, p Plan) (State, error) {
 	if len(pl.ops) == 0 {
 		return pl.after, nil
 	}
-	r := &ipvsRun{ctx: ctx, b: b}
+	r := &ipvsRun{ctx: ctx}
 	if pl.from.noIPVS == nil {
-		h, err := ipvs.New("")
+		h, err := b.kernel.OpenIPVS()
 		if err != nil {
-			return nil, fmt.Errorf("ipvs: %w", err)
+			return nil, err
 		}
 		defer h.Close()
 		r.h = h
@@ -678,10 +348,10 @@ func (b *IPVS) Load(ctx context.Context, p Plan) (State, error) {
 	var undo []func(*ipvsRun) error
 	for _, op := range pl.ops {
 		u, err := op.do(r)
+		if u != nil {
+			undo = append(undo, u)
+		}
 		if err == nil {
-			if u != nil {
-				undo = append(undo, u)
-			}
 			continue
 		}
 		le := &LoadError{Mode: b.Name(), Rule: op.what, Service: op.service, Err: err}
@@ -697,94 +367,20 @@ func (b *IPVS) Load(ctx context.Context, p Plan) (State, error) {
 	return pl.after, nil
 }
 
-// Cleanup removes what kube-proxy's ipvs mode made of this family: its virtual servers
-// (those bound to kube-ipvs0 or listed in its sets: node ports on the node's addresses),
-// its sets, and kube-ipvs0 (by the IPv4 cleaner; the link holds both families). The
-// companion chains go with the iptables cleaners, which run first: a set cannot be
-// destroyed while a rule uses it.
+// Cleanup removes what kube-proxy's ipvs mode made of this family (ipvsplan.Cleanup):
+// its virtual servers, its sets, and kube-ipvs0 (by the IPv4 cleaner; the link holds
+// both families). The companion chains go with the iptables cleaners, which run first:
+// a set cannot be destroyed while a rule uses it.
 func (b *IPVS) Cleanup(from State) (Plan, error) {
 	st, err := stateAs[*ipvsState]("ipvs", from)
 	if err != nil {
 		return nil, err
 	}
-	p := &ipvsPlan{from: st, after: &ipvsState{rules: st.rules}}
-	var c ipvsCount
-	owned := kubeProxyServices(st)
-	for _, vs := range st.services {
-		if owned(vs) {
-			p.ops = append(p.ops, vsDelOp(vs))
-			c.vsDeleted++
-		} else {
-			p.after.services = append(p.after.services, vs)
-		}
+	change := ipvsplan.Cleanup(&st.have, b.IPv6)
+	ops, err := b.ops(change.Ops, nil, st.have.Sets)
+	if err != nil {
+		return nil, err
 	}
-	if len(st.sets) > 0 {
-		var destroy bytes.Buffer
-		ipvsadm.WriteDestroySets(&destroy, st.sets)
-		sets := st.sets
-		p.ops = append(p.ops, ipvsOp{what: "ipset destroy (kube-proxy's sets)", do: func(r *ipvsRun) (func(*ipvsRun) error, error) {
-			if _, err := runTool(r.ctx, destroy.Bytes(), "ipset", "restore"); err != nil {
-				return nil, err
-			}
-			return func(r *ipvsRun) error {
-				var back bytes.Buffer
-				ipvsadm.WriteSetChanges(&back, nil, sets)
-				_, err := runTool(r.ctx, back.Bytes(), "ipset", "restore", "-exist")
-				return err
-			}, nil
-		}})
-		c.setEntries += len(st.sets)
-	}
-	if st.link && !b.IPv6 {
-		p.ops = append(p.ops, ipvsOp{what: "ip link del " + ipvsadm.DummyInterface, do: func(*ipvsRun) (func(*ipvsRun) error, error) {
-			link, err := netlink.LinkByName(ipvsadm.DummyInterface)
-			if err != nil {
-				return nil, err
-			}
-			return nil, netlink.LinkDel(link)
-		}})
-	}
-	p.summary = c.summary()
-	return p, nil
-}
-
-// kubeProxyServices says which virtual servers kube-proxy made, from its own records:
-// an address bound to kube-ipvs0 (or listed in KUBE-IPVS-IPS), or a node port listed
-// in its node-port sets.
-func kubeProxyServices(st *ipvsState) func(*ipvsadm.VirtualServer) bool {
-	bound := map[netip.Addr]bool{}
-	for _, a := range st.addresses {
-		bound[a.Addr()] = true
-	}
-	entries := map[string]map[string]bool{}
-	for _, s := range st.sets {
-		m := map[string]bool{}
-		for _, e := range s.Entries {
-			m[e] = true
-		}
-		entries[s.Name] = m
-	}
-	in := func(set, entry string) bool {
-		for _, name := range []string{set, strings.Replace(set, "KUBE-", "KUBE-6-", 1)} {
-			if entries[name][entry] {
-				return true
-			}
-		}
-		return false
-	}
-	return func(vs *ipvsadm.VirtualServer) bool {
-		a, port := vs.Address.Addr(), fmt.Sprint(vs.Address.Port())
-		if bound[a] || in("KUBE-IPVS-IPS", a.String()) {
-			return true
-		}
-		switch vs.Protocol {
-		case model.TCP:
-			return in("KUBE-NODE-PORT-TCP", port)
-		case model.UDP:
-			return in("KUBE-NODE-PORT-UDP", port)
-		case model.SCTP:
-			return in("KUBE-NODE-PORT-SCTP-HASH", a.String()+",sctp:"+port)
-		}
-		return false
-	}
+	after := &ipvsState{have: *change.After, rules: st.rules}
+	return &ipvsPlan{from: st, after: after, ops: ops, summary: countOps(change.Ops).summary()}, nil
 }

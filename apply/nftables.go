@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	nftplan "github.com/svcgen/svcgen/nftables/plan"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"github.com/svcgen/svcgen/ruleview"
 	"sigs.k8s.io/knftables"
 )
@@ -23,12 +23,14 @@ import (
 // minimal partial sync: only the chains whose rules differ, and the elements that
 // differ), all of it or none; without it, the whole table in one
 // transaction, or, for a large table (more than StageAbove objects), in the five
-// transactions of emit/nft's Stages, which load a 10,000-Service table in a minute
+// transactions of nftables/rules' Stages, which load a 10,000-Service table in a minute
 // where one transaction takes five (see README). A failed staged load deletes the
 // table it was building: there was none before.
 type NFTables struct {
 	IPv6       bool
 	StageAbove int
+	// Kernel runs nft (nil: the nft command, ExecNFT).
+	Kernel NFTKernel
 }
 
 // DefaultStageAbove stages the cold load of a table of more objects than this: about
@@ -58,19 +60,23 @@ func (b *NFTables) family() knftables.Family {
 	return knftables.IPv4Family
 }
 
-// table is "ip kube-proxy" or "ip6 kube-proxy".
-func (b *NFTables) table() string { return string(b.family()) + " kube-proxy" }
+func (b *NFTables) kernel() NFTKernel {
+	if b.Kernel == nil {
+		return ExecNFT{}
+	}
+	return b.Kernel
+}
 
 // nftState is kube-proxy's table of one family (none when st is nil).
 type nftState struct {
 	family knftables.Family
-	rs     *nft.Ruleset // nil: no table
+	rs     *nftsyntax.Ruleset // nil: no table
 	// sm is the service map a load built the state from (nil when it was read): a
 	// plan of the same map has nothing to do.
 	sm *ir.ServiceMap
 }
 
-func (s *nftState) table() *nft.State {
+func (s *nftState) table() *nftsyntax.State {
 	if s.rs == nil {
 		return nil
 	}
@@ -81,136 +87,54 @@ func (s *nftState) table() *nft.State {
 // empty (cleanup has nothing to do; apply creates the table, or says nft is missing).
 func (b *NFTables) Read(ctx context.Context) (State, error) {
 	st := &nftState{family: b.family()}
-	if _, err := exec.LookPath("nft"); err != nil {
+	if b.kernel().Check() != nil {
 		return st, nil
 	}
-	list, err := runTool(ctx, nil, "nft", "list", "tables")
-	if err != nil {
-		return nil, err
+	out, err := b.kernel().List(ctx, b.family())
+	if err != nil || out == nil {
+		return st, err
 	}
-	if !strings.Contains("\n"+string(list), "\ntable "+b.table()+"\n") {
-		return st, nil
-	}
-	out, err := runTool(ctx, nil, "nft", "list", "table", string(b.family()), "kube-proxy")
-	if err != nil {
-		return nil, err
-	}
-	if st.rs, err = nft.ParseBytes("nft list table "+b.table(), out); err != nil {
+	if st.rs, err = nftsyntax.ParseBytes("nft list table "+string(b.family())+" "+nftsyntax.TableName, out); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
-// View shows the table as "add" lines, one section per chain, set and map; a
-// per-service chain (its name holds the Service) and the elements that lead to it
-// belong to that service port.
-func (s *nftState) View(ViewOptions) *ruleview.View {
-	v := &ruleview.View{}
-	t := s.table()
-	if t == nil {
-		return v
-	}
-	var buf bytes.Buffer
-	if err := nft.WriteState(&buf, t); err != nil {
-		panic(fmt.Sprintf("nft: a parsed table does not write: %v", err)) // a bug, not input
-	}
-	sections := map[string]*ruleview.Section{}
-	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 || f[0] != "add" {
-			continue
-		}
-		kind, name := f[1], f[4]
-		switch kind {
-		case "chain", "set", "map":
-			sec := &ruleview.Section{Table: string(s.family) + " kube-proxy", Name: name, Header: line, Owner: nftPort(name), Rank: 1}
-			if kind != "chain" {
-				sec.Rank = 0
-			}
-			sections[name] = sec
-			v.Sections = append(v.Sections, sec)
-		case "rule", "element":
-			sec := sections[name]
-			if sec == nil {
-				continue
-			}
-			l := ruleview.Line{Text: line}
-			if kind == "rule" {
-				l.Key = name + " " + nft.Canonical(strings.Join(f[5:], " "))
-			} else {
-				l.Owner = nftPort(line)
-			}
-			sec.Lines = append(sec.Lines, l)
-		}
-	}
-	// Elements have no order (the kernel lists them in its own).
-	for _, sec := range v.Sections {
-		if !strings.HasPrefix(sec.Header, "add chain ") {
-			slices.SortFunc(sec.Lines, func(a, b ruleview.Line) int { return strings.Compare(a.Text, b.Text) })
-		}
-	}
-	v.Sort()
-	return v
-}
-
-// nftPort is the service port ("ns/svc:port") of the first per-service name in text
-// (a chain's name, a rule or an element line), "" if none.
-func nftPort(text string) string {
-	for _, w := range strings.Fields(text) {
-		if p := nft.PortOf(w); p != "" {
-			return p
-		}
-	}
-	return ""
-}
+// View shows the table (see nftsyntax.State.View).
+func (s *nftState) View(ViewOptions) *ruleview.View { return s.table().View() }
 
 type nftPlan struct {
 	from   *nftState
 	after  *nftState
-	txs    [][]byte
+	txs    []nftplan.Tx
 	staged bool
 }
 
 func (p *nftPlan) Empty() bool { return len(p.txs) == 0 }
 
-// Commits: each transaction with text is one commit of nft -f, sure to change the
-// ruleset by its commit mark (see nft.Transactions); cleanup's "delete table" is too.
+// Commits: each transaction is one commit of nft -f, sure to change the ruleset by its
+// commit mark (see nftplan.Load); cleanup's "delete table" is too.
 func (p *nftPlan) Commits() Commits {
-	c := Commits{Sure: true}
+	c := Commits{N: len(p.txs), Sure: true}
 	for _, tx := range p.txs {
-		if len(bytes.TrimSpace(tx)) > 0 {
-			c.N++
-			c.Sure = c.Sure && nft.SureChange(tx)
-		}
+		c.Sure = c.Sure && tx.Counts.Sure()
 	}
 	return c
 }
+
 func (p *nftPlan) After() State { return p.after }
+
+// Summary counts what the transactions write, the commit mark left out.
 func (p *nftPlan) Summary() Summary {
-	var s Summary
-	counts := map[string]int{}
+	var n nftsyntax.Counts
 	for _, tx := range p.txs {
-		for _, l := range strings.Split(string(tx), "\n") {
-			f := strings.Fields(l)
-			if len(f) < 2 || len(f) >= 5 && f[1] == "chain" && f[4] == nft.CommitChain {
-				continue // the commit mark (see nft.Transactions) changes nothing
-			}
-			counts[f[0]+" "+f[1]]++
-			switch {
-			case f[0] == "add" && f[1] == "rule":
-				s.Rules++
-			case f[0] == "add" && f[1] == "chain":
-				s.Chains++
-			case f[0] == "delete":
-				s.Deleted++
-			}
-		}
+		n = n.Plus(tx.Counts)
 	}
-	s.Text = fmt.Sprintf("%s, %s, %s added; %d flushed; %d deleted; in %s",
-		textutil.Count(counts["add chain"], "chain", "chains"), textutil.Count(counts["add rule"], "rule", "rules"),
-		textutil.Count(counts["add element"], "element", "elements"), counts["flush chain"], s.Deleted,
-		textutil.Count(len(p.txs), "transaction", "transactions"))
-	return s
+	return Summary{Chains: n.Chains, Rules: n.Rules, Deleted: n.Deleted,
+		Text: fmt.Sprintf("%s, %s, %s added; %d flushed; %d deleted; in %s",
+			textutil.Count(n.Chains, "chain", "chains"), textutil.Count(n.Rules, "rule", "rules"),
+			textutil.Count(n.Elements, "element", "elements"), n.Flushed, n.Deleted,
+			textutil.Count(len(p.txs), "transaction", "transactions"))}
 }
 
 // Plan works out the transactions.
@@ -222,8 +146,8 @@ func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if err := sameFamily(b.Name(), b.IPv6, sm); err != nil {
 		return nil, err
 	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		return nil, fmt.Errorf("%s: %w: the nft command is not installed", b.Name(), ErrNoKernelSupport)
+	if err := b.kernel().Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", b.Name(), ErrNoKernelSupport, err)
 	}
 	if st.sm == sm && !opts.Full {
 		// The map this state was loaded from (apply --watch's interval with nothing
@@ -238,12 +162,12 @@ func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	if opts.Full {
 		prev = nil // the whole table, replacing the old one in the same transaction
 	}
-	txs, err := nft.Transactions(sm, prev, stageAbove, true)
+	t := nftrules.NewTable(sm)
+	txs, err := nftplan.Partial(t, nftplan.Options{Previous: prev, Minimal: true}).Transactions(nftplan.Load{StageAbove: stageAbove, MarkCommits: true})
 	if err != nil {
 		return nil, err
 	}
-	want := nft.Build(sm)
-	after := &nftState{family: b.family(), rs: &nft.Ruleset{Tables: map[knftables.Family]*nft.State{want.Family: want}}, sm: sm}
+	after := &nftState{family: b.family(), rs: nftsyntax.Of(t.State()), sm: sm}
 	return &nftPlan{from: st, after: after, txs: txs, staged: len(txs) > 1}, nil
 }
 
@@ -257,23 +181,42 @@ func (b *NFTables) Load(ctx context.Context, p Plan) (State, error) {
 		return nil, fmt.Errorf("nftables: a plan of another backend")
 	}
 	for i, tx := range pl.txs {
-		if _, err := runTool(ctx, tx, "nft", "-f", "-"); err != nil {
+		if err := b.kernel().Run(ctx, tx.Text); err != nil {
 			le := &LoadError{Mode: b.Name(), Err: err}
-			if m := nftLine.FindStringSubmatch(err.Error()); m != nil {
-				n, _ := strconv.Atoi(m[1])
-				if lines := strings.Split(string(tx), "\n"); n >= 1 && n <= len(lines) {
-					le.Rule = lines[n-1]
-					le.Service = nftPort(le.Rule)
-				}
-			}
+			le.Rule, le.Service = refusedLine(tx.Text, err)
 			if i > 0 && pl.staged {
 				// The stages before built a table that was not there: take it away.
-				_, le.Rollback = runTool(ctx, []byte("delete table "+b.table()+"\n"), "nft", "-f", "-")
+				le.Rollback = b.kernel().Run(ctx, b.deleteTable().Text)
 			}
 			return nil, le
 		}
 	}
 	return pl.after, nil
+}
+
+// refusedLine is the line of a transaction that nft's error names, and the service
+// port it is for.
+func refusedLine(tx []byte, err error) (line, port string) {
+	m := nftLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", ""
+	}
+	n, _ := strconv.Atoi(m[1])
+	if lines := strings.Split(string(tx), "\n"); n >= 1 && n <= len(lines) {
+		return lines[n-1], nftsyntax.LinePort(lines[n-1])
+	}
+	return "", ""
+}
+
+// deleteTable is the transaction that deletes kube-proxy's table of the family.
+func (b *NFTables) deleteTable() nftplan.Tx {
+	var buf bytes.Buffer
+	w := nftsyntax.NewWriter(&buf, b.family())
+	w.Ops([]nftsyntax.Op{nftsyntax.DeleteTable()})
+	if err := w.Flush(); err != nil {
+		panic(fmt.Sprintf("nftables: delete table does not write: %v", err)) // a bug, not input
+	}
+	return nftplan.Tx{Text: buf.Bytes(), Counts: w.Counts()}
 }
 
 // Cleanup deletes kube-proxy's table of the family, the whole of it.
@@ -284,20 +227,20 @@ func (b *NFTables) Cleanup(from State) (Plan, error) {
 	}
 	p := &nftPlan{from: st, after: &nftState{family: b.family()}}
 	if st.table() != nil {
-		p.txs = [][]byte{[]byte("delete table " + b.table() + "\n")}
+		p.txs = []nftplan.Tx{b.deleteTable()}
 	}
 	return p, nil
 }
 
 // Want is the table of sm.
 func (b *NFTables) Want(sm *ir.ServiceMap) (State, error) {
-	st := nft.Build(sm)
-	return &nftState{family: st.Family, rs: &nft.Ruleset{Tables: map[knftables.Family]*nft.State{st.Family: st}}}, nil
+	st := nftrules.Build(sm)
+	return &nftState{family: st.Family, rs: nftsyntax.Of(st)}, nil
 }
 
 // Parse reads an nft script of svcgen's or "nft list" output.
 func (b *NFTables) Parse(name string, data []byte) (State, error) {
-	rs, err := nft.ParseBytes(name, data)
+	rs, err := nftsyntax.ParseBytes(name, data)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,12 @@ type Watch struct {
 	Log    *slog.Logger
 	// Ready, if set, is called with the served address once it listens.
 	Ready func(addr string)
+	// AllowEmpty: see SyncOptions.
+	AllowEmpty bool
+	// Settle is how long a changed input must stay unchanged before it is read
+	// (default DefaultSettle): editors and slow writers write a file in steps, and a
+	// half-written file must not be loaded.
+	Settle time.Duration
 
 	metrics *metrics
 	mu      sync.Mutex
@@ -106,6 +112,9 @@ func newMetrics() *metrics {
 	return m
 }
 
+// DefaultSettle is Watch.Settle's default.
+const DefaultSettle = time.Second
+
 // Run syncs until ctx ends. It returns an error only when it cannot start (the listen
 // address, the file watcher); a failed sync is logged, counted and tried again.
 func (w *Watch) Run(ctx context.Context) error {
@@ -130,6 +139,10 @@ func (w *Watch) Run(ctx context.Context) error {
 	w.sync(ctx, "start", nil)
 	tick := time.NewTicker(w.Interval)
 	defer tick.Stop()
+	quiet := w.Settle
+	if quiet <= 0 {
+		quiet = DefaultSettle
+	}
 	var changed []string
 	var settle <-chan time.Time // editors write a file in several steps: wait for quiet
 	for {
@@ -137,8 +150,9 @@ func (w *Watch) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			// A pending change stays pending: the source does not read a file
+			// that has not settled, and the change's own sync comes when it has.
 			w.sync(ctx, "interval", nil)
-			changed, settle = nil, nil
 		case ev := <-fw.Events:
 			if !w.isInput(ev.Name) {
 				continue
@@ -149,8 +163,12 @@ func (w *Watch) Run(ctx context.Context) error {
 				}
 			}
 			changed = append(changed, ev.Name)
-			settle = time.After(200 * time.Millisecond)
+			settle = time.After(quiet)
 		case <-settle:
+			if wait := unsettled(changed, quiet, time.Now()); wait > 0 {
+				settle = time.After(wait) // written to within the period: not done yet
+				continue
+			}
 			w.sync(ctx, "change", changed)
 			changed, settle = nil, nil
 		case err := <-fw.Errors:
@@ -202,12 +220,38 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 	w.metrics.duration.WithLabelValues(reason, result).Observe(took.Seconds())
 }
 
+// syncOnce compiles and loads. When the inputs cannot be compiled (a file that does not
+// parse), the last good map is loaded still, so that drift is repaired, and the
+// inputs' error is the sync's: /healthz reports it until the inputs are mended.
 func (w *Watch) syncOnce(ctx context.Context, reason string, changed []string) (*Result, error) {
-	sm, hint, err := w.Source.ServiceMap(ctx, changed)
-	if err != nil {
-		return nil, err
+	sm, hint, srcErr := w.Source.ServiceMap(ctx, changed)
+	if sm == nil {
+		return nil, srcErr
 	}
-	return w.Applier.Sync(ctx, sm, SyncOptions{Reread: reason != "change", Hint: hint})
+	if srcErr != nil {
+		hint = nil
+	}
+	res, err := w.Applier.Sync(ctx, sm, SyncOptions{Reread: reason != "change", Hint: hint, AllowEmpty: w.AllowEmpty})
+	if err == nil && srcErr != nil {
+		err = fmt.Errorf("the inputs cannot be compiled, so the rules of the last good ones stay: %w", srcErr)
+	}
+	return res, err
+}
+
+// unsettled is how much longer to wait for the files paths to have gone unchanged for
+// quiet at now (0: they have; a file that is gone is settled).
+func unsettled(paths []string, quiet time.Duration, now time.Time) time.Duration {
+	var wait time.Duration
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if d := fi.ModTime().Add(quiet).Sub(now); d > wait {
+			wait = d
+		}
+	}
+	return wait
 }
 
 // healthy: the last sync succeeded, within two intervals.

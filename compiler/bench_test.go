@@ -9,7 +9,7 @@ import (
 	"github.com/svcgen/svcgen/model"
 )
 
-var benchOpts = compiler.Options{Mode: compiler.IPTables, PreferSameTrafficDistribution: true}
+var benchOpts = compiler.Options{Mode: compiler.IPTables}
 
 func BenchmarkResolve(b *testing.B) {
 	for _, n := range benchdata.Sizes {

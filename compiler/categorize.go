@@ -108,7 +108,7 @@ func (b *builder) topologyMode(eps []ir.Endpoint) string {
 	switch {
 	case !anyReady:
 		return topologyNone
-	case b.sameNodeGate && allNode && forNode:
+	case b.sm.Target.Layout.PreferSameNode && allNode && forNode:
 		return topologySameNode
 	case allZone && forZone:
 		return topologySameZone

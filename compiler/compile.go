@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // Mode is a kube-proxy mode; it picks which section of the configuration
@@ -29,9 +32,11 @@ type Options struct {
 	// Family overrides the NodeEnvironment's IP family (one compile per family on a
 	// dual-stack node).
 	Family model.IPFamily
-	// PreferSameTrafficDistribution is the feature gate; the configuration's
-	// featureGates override it.
-	PreferSameTrafficDistribution bool
+	// Release is the kube-proxy release to write for; the zero Release: the one the
+	// Nodes' kubelets run, else the newest (see pickTarget).
+	Release release.Release
+	// Gates are feature gates set on the command line, over the configuration's.
+	Gates map[string]bool
 }
 
 // Compile builds the service map of one node from a resolved cluster.
@@ -50,10 +55,17 @@ func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
 	if opts.Family != "" {
 		family = opts.Family
 	}
-	sm := &ir.ServiceMap{Family: family}
+	target, err := pickTarget(c, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Mode == IPVS && !target.Layout.IPVS {
+		return nil, &GateError{Err: fmt.Errorf("mode ipvs: kube-proxy %s with KubeProxyIPVS=false has no ipvs mode (want iptables or nftables)", target.Release)}
+	}
+	sm := &ir.ServiceMap{Family: family, Target: target}
 	sm.Node = nodeInfo(nodeName, node, env, cfg, family)
 	applyConfig(sm, cfg, node, opts.Mode, &errs)
-	sm.Host = ir.Host{RandomFully: env.RandomFully, NFAcct: env.NFAcct, TCPBeLiberal: env.TCPBeLiberal}
+	sm.Host = ir.Host{RandomFully: env.RandomFully || target.Layout.RandomFullyAlways, NFAcct: env.NFAcct, TCPBeLiberal: env.TCPBeLiberal}
 	for _, sc := range c.ServiceCIDRs {
 		for _, p := range sc.CIDRs {
 			if model.FamilyOf(p.Addr()) == family {
@@ -61,11 +73,7 @@ func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
 			}
 		}
 	}
-	gate := opts.PreferSameTrafficDistribution
-	if v, ok := cfg.FeatureGates["PreferSameTrafficDistribution"]; ok {
-		gate = v
-	}
-	b := &builder{sm: sm, slices: slicesByService(c.Slices, family), sameNodeGate: gate}
+	b := &builder{sm: sm, slices: slicesByService(c.Slices, family)}
 	for _, s := range c.Services {
 		b.service(s)
 	}
@@ -77,10 +85,18 @@ func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
 	return sm, nil
 }
 
-// pickNode finds the node the rules are for.
+// pickNode finds the node the rules are for: the one named (--node), else the
+// configuration's hostnameOverride (lower-cased and trimmed, as kube-proxy takes it),
+// else the only Node in the input. A name that is not a Kubernetes node name, or that
+// names no Node of an input that has Nodes, is an error.
 func pickNode(c *model.Cluster, cfg *model.Config, name string) (string, *model.Node, error) {
-	if name == "" {
-		name = cfg.HostnameOverride
+	var errs model.Problems
+	if name == "" && cfg.HostnameOverride != "" {
+		name = strings.ToLower(strings.TrimSpace(cfg.HostnameOverride))
+		if err := model.CheckNodeName(name); err != nil {
+			errs.Add(cfg.Origin, "hostnameOverride", "%v", err)
+			return "", nil, errs.Err()
+		}
 	}
 	if name == "" {
 		switch len(c.Nodes) {
@@ -97,7 +113,23 @@ func pickNode(c *model.Cluster, cfg *model.Config, name string) (string, *model.
 			return name, n, nil
 		}
 	}
+	if len(c.Nodes) > 0 {
+		return "", nil, fmt.Errorf("node %q is not among the input's %d Nodes (%s)", name, len(c.Nodes), nodeNames(c.Nodes))
+	}
 	return name, nil, nil
+}
+
+// nodeNames lists up to five Nodes' names.
+func nodeNames(nodes []*model.Node) string {
+	var names []string
+	for i, n := range nodes {
+		if i == 5 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, strconv.Quote(n.Name))
+	}
+	return strings.Join(names, ", ")
 }
 
 func pickEnvironment(c *model.Cluster, node string) *model.NodeEnvironment {
@@ -109,7 +141,7 @@ func pickEnvironment(c *model.Cluster, node string) *model.NodeEnvironment {
 	if len(c.Environments) == 1 && node == "" {
 		return c.Environments[0]
 	}
-	return &model.NodeEnvironment{IPFamily: model.IPv4, RandomFully: true}
+	return &model.NodeEnvironment{IPFamily: model.IPv4, RandomFully: true, NFAcct: true}
 }
 
 // nodeInfo collects the node's identity and addresses of one family.

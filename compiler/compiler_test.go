@@ -371,12 +371,80 @@ func TestTopologyHints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sm, err := compiler.Compile(r.Cluster, compiler.Options{Node: "node1", PreferSameTrafficDistribution: true})
+		sm, err := compiler.Compile(r.Cluster, compiler.Options{Node: "node1"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := endpointStrings(sm.Services[0].Ports[0].ClusterEndpoints()); got != tc.want {
 			t.Errorf("hints %s, %s: cluster endpoints %s, want %s", tc.hintsA, tc.hintsB, got, tc.want)
 		}
+	}
+}
+
+// A damaged lock is an error naming each entry, never a silent move: an address two
+// entries hold, two addresses of one family, an address outside every service CIDR, an
+// address of a family the Service does not ask for.
+func TestLockDamaged(t *testing.T) {
+	lock, err := compiler.ParseLock("svcgen.lock", []byte(`services:
+  ns/a: {clusterIPs: [10.96.0.10]}
+  ns/b: {clusterIPs: [10.96.0.10]}
+  ns/c: {clusterIPs: [10.96.0.11, 10.96.0.12]}
+  ns/d: {clusterIPs: [10.200.0.1]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = compiler.Resolve(cluster(t, svc("a", "  ports: [{port: 80}]")), compiler.ResolveOptions{Lock: lock})
+	for _, want := range []string{
+		`svcgen.lock: services["ns/b"].clusterIPs[0]: 10.96.0.10 is also locked for Service ns/a (edit or delete the entry)`,
+		`svcgen.lock: services["ns/c"].clusterIPs[1]: a second IPv4 address, 10.96.0.12`,
+		`svcgen.lock: services["ns/d"].clusterIPs[0]: 10.200.0.1 is outside every service CIDR (10.96.0.0/12)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\nwant it to hold %q", err, want)
+		}
+	}
+	lock, err = compiler.ParseLock("svcgen.lock", []byte("services:\n  ns/a: {clusterIPs: ['fd00::10']}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = compiler.Resolve(cluster(t, svc("a", "  ipFamilies: [IPv4]\n  ports: [{port: 80}]")), compiler.ResolveOptions{Lock: lock, ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00::/108")}})
+	if want := `svcgen.lock: services["ns/a"].clusterIPs[0]: fd00::10 is an IPv6 address, and Service ns/a asks for IPv4`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v\nwant %q", err, want)
+	}
+}
+
+// Entries of Services not in the input stay in the lock, and their addresses and
+// ports are handed to no other Service: runs over parts of a cluster keep each other's
+// allocations.
+func TestLockKeepsAbsentServices(t *testing.T) {
+	sc := "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: small}\nspec: {cidrs: [10.96.0.0/29]}"
+	var entries strings.Builder
+	entries.WriteString("services:\n")
+	for i := 1; i <= 5; i++ {
+		fmt.Fprintf(&entries, "  ns/gone%d: {clusterIPs: [10.96.0.%d], nodePorts: {/TCP: %d}}\n", i, i, 30000+i)
+	}
+	lock, err := compiler.ParseLock("svcgen.lock", []byte(entries.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := compiler.Resolve(cluster(t, sc, svc("new", "  type: NodePort\n  ports: [{port: 80}]")), compiler.ResolveOptions{Lock: lock, NodePortRange: compiler.PortRange{Min: 30001, Max: 30006}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Cluster.Services[0]
+	if s.ClusterIPs[0] != netip.MustParseAddr("10.96.0.6") || s.Ports[0].NodePort != 30006 {
+		t.Errorf("ns/new got %v and node port %d; the only free ones are 10.96.0.6 and 30006", s.ClusterIPs, s.Ports[0].NodePort)
+	}
+	if len(r.Lock.Services) != 6 || r.Lock.Services["ns/gone3"].ClusterIPs[0] != netip.MustParseAddr("10.96.0.3") {
+		t.Errorf("the new lock lost entries: %v", r.Lock.Services)
+	}
+	// A Service of the manifests that takes a kept entry's address wins, with a warning.
+	r, err = compiler.Resolve(cluster(t, sc, svc("new", "  clusterIP: 10.96.0.2\n  ports: [{port: 80}]")), compiler.ResolveOptions{Lock: lock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := r.Lock.Services["ns/gone2"]; kept || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0].Error(), "the entry of Service ns/gone2 (not in the input) is dropped") {
+		t.Errorf("entries %v, warnings %v", r.Lock.Services, r.Warnings)
 	}
 }

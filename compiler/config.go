@@ -6,6 +6,7 @@ import (
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // DefaultMasqueradeBit is kube-proxy's default masqueradeBit.
@@ -25,7 +26,7 @@ func applyConfig(sm *ir.ServiceMap, cfg *model.Config, node *model.Node, mode Mo
 	}
 	sm.MasqueradeAll = all
 	sm.LocalDetector = localDetector(cfg, node, sm.Family, errs)
-	sm.NodePorts = nodePortAddresses(cfg, sm)
+	sm.NodePorts = nodePortAddresses(cfg, sm, mode, errs)
 	sm.IPVS = ipvsConfig(cfg, sm.Family, mode == IPVS, errs)
 }
 
@@ -108,18 +109,30 @@ func localDetector(cfg *model.Config, node *model.Node, family model.IPFamily, e
 	return ir.LocalDetector{}
 }
 
-// nodePortAddresses follows upstream's NodePortAddresses: CIDRs of the family select the
-// node's addresses inside them; none of the family, or one covering the whole family,
-// means every local address.
-func nodePortAddresses(cfg *model.Config, sm *ir.ServiceMap) ir.NodePortAddresses {
+// nodePortAddresses resolves nodePortAddresses for the service map's family, as
+// cmd/kube-proxy does: the keywords expanded ("primary": the node's IP; "localhost":
+// 127.0.0.0/8 or ::1/128; "all": every address), nftables mode without any taking
+// "primary" (platformApplyDefaults), and what the release does not accept refused.
+func nodePortAddresses(cfg *model.Config, sm *ir.ServiceMap, mode Mode, errs *model.Problems) ir.NodePortAddresses {
+	checkNodePortKeywords(cfg, sm.Target, errs)
+	primary := cfg.NodePortPrimary
+	if mode == NFTables && len(cfg.NodePortAddresses) == 0 && !cfg.NodePortLocalhost && !cfg.NodePortAll {
+		primary = true
+	}
 	var cidrs []netip.Prefix
 	for _, p := range cfg.NodePortAddresses {
 		if model.FamilyOf(p.Addr()) == sm.Family {
 			cidrs = append(cidrs, p)
 		}
 	}
-	if cfg.NodePortPrimary && sm.Node.IP.IsValid() {
-		cidrs = []netip.Prefix{netip.PrefixFrom(sm.Node.IP, sm.Node.IP.BitLen())}
+	if ip := sm.Node.IP; primary && ip.IsValid() && !ip.IsLoopback() {
+		cidrs = append(cidrs, netip.PrefixFrom(ip, ip.BitLen()))
+	}
+	if cfg.NodePortLocalhost {
+		cidrs = append(cidrs, loopbackOf(sm.Family))
+	}
+	if cfg.NodePortAll {
+		cidrs = append(cidrs, netip.PrefixFrom(loopbackOf(sm.Family).Addr(), 0).Masked())
 	}
 	var npa ir.NodePortAddresses
 	npa.MatchAll = len(cidrs) == 0
@@ -150,4 +163,26 @@ func nodePortAddresses(cfg *model.Config, sm *ir.ServiceMap) ir.NodePortAddresse
 		}
 	}
 	return npa
+}
+
+// loopbackOf is the family's loopback range: 127.0.0.0/8 or ::1/128.
+func loopbackOf(f model.IPFamily) netip.Prefix {
+	if f == model.IPv6 {
+		return netip.MustParsePrefix("::1/128")
+	}
+	return netip.MustParsePrefix("127.0.0.0/8")
+}
+
+// checkNodePortKeywords refuses what the release's validation refuses: before v1.37
+// "primary" only alone, and no "localhost" or "all".
+func checkNodePortKeywords(cfg *model.Config, t release.Target, errs *model.Problems) {
+	if t.Layout.NodePortAddressKeywords {
+		return
+	}
+	if cfg.NodePortLocalhost || cfg.NodePortAll {
+		errs.Add(cfg.Origin, "nodePortAddresses", "the keywords \"localhost\" and \"all\" need kube-proxy 1.37 or later (the rules are for %s)", t.Release)
+	}
+	if cfg.NodePortPrimary && (len(cfg.NodePortAddresses) > 0 || cfg.NodePortLocalhost || cfg.NodePortAll) {
+		errs.Add(cfg.Origin, "nodePortAddresses", "\"primary\" cannot be combined with CIDRs before kube-proxy 1.37 (the rules are for %s)", t.Release)
+	}
 }

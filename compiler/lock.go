@@ -1,8 +1,11 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +17,8 @@ import (
 // stable from one run to the next (`--lock FILE`, meant to be committed beside the
 // manifests). Keys are "namespace/name"; node ports are keyed "portName/PROTOCOL".
 type Lock struct {
+	// Name is the file the lock was read from, for errors.
+	Name     string
 	Services map[string]LockedService
 }
 
@@ -38,7 +43,7 @@ type lockFileService struct {
 	HealthCheckNodePort int32            `yaml:"healthCheckNodePort,omitempty"`
 }
 
-const lockHeader = "# svcgen lock: the ClusterIPs and NodePorts svcgen allocated.\n# Commit it beside the manifests; `svcgen compile --lock` reads and rewrites it.\n"
+const lockHeader = "# svcgen lock: the ClusterIPs and NodePorts svcgen allocated.\n# Commit it beside the manifests; `svcgen compile --lock` reads and rewrites it.\n# Entries of Services not in a run's input are kept, their addresses reserved: delete\n# an entry to free them.\n"
 
 // ParseLock reads a lock file. name is used in error messages.
 func ParseLock(name string, data []byte) (*Lock, error) {
@@ -49,7 +54,7 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 	if f.Kind != "" && f.Kind != "Lock" {
 		return nil, fmt.Errorf("%s: kind: %q is not a svcgen Lock", name, f.Kind)
 	}
-	l := &Lock{Services: map[string]LockedService{}}
+	l := &Lock{Name: name, Services: map[string]LockedService{}}
 	for key, s := range f.Services {
 		ls := LockedService{NodePorts: s.NodePorts, HealthCheckNodePort: s.HealthCheckNodePort}
 		for i, ip := range s.ClusterIPs {
@@ -67,6 +72,43 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 		l.Services[key] = ls
 	}
 	return l, nil
+}
+
+// check refuses a lock that would change allocations silently: an address held by two
+// entries, two addresses of one family in an entry, an address outside every service
+// CIDR. Every problem is reported, each naming its entry.
+func (l *Lock) check(cidrs []netip.Prefix) error {
+	keys := slices.Sorted(maps.Keys(l.Services))
+	owner := map[netip.Addr]string{}
+	var errs []error
+	bad := func(key string, i int, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: services[%q].clusterIPs[%d]: %s (edit or delete the entry)", l.Name, key, i, fmt.Sprintf(format, args...)))
+	}
+	for _, key := range keys {
+		seen := map[model.IPFamily]bool{}
+		for i, a := range l.Services[key].ClusterIPs {
+			switch f := model.FamilyOf(a); {
+			case owner[a] != "":
+				bad(key, i, "%s is also locked for Service %s", a, owner[a])
+			case seen[f]:
+				bad(key, i, "a second %s address, %s", f, a)
+			case !slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }):
+				bad(key, i, "%s is outside every service CIDR (%s)", a, joinPrefixes(cidrs))
+			default:
+				owner[a] = key
+				seen[f] = true
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // Marshal writes the lock in a stable form (keys sorted).

@@ -8,6 +8,7 @@
 package compiler
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -46,6 +47,11 @@ func Resolve(in *model.Cluster, opts ResolveOptions) (*Resolved, error) {
 		opts.NodePortRange = DefaultNodePortRange
 	}
 	r := &resolver{opts: opts, out: copyCluster(in), lock: &Lock{Services: map[string]LockedService{}}}
+	if opts.Lock != nil && !opts.NoAllocate {
+		if err := opts.Lock.check(r.serviceCIDRs()); err != nil {
+			return nil, err
+		}
+	}
 	r.checkUnique()
 	r.checkServices()
 	if !opts.NoAllocate {
@@ -67,8 +73,10 @@ type resolver struct {
 	out   *model.Cluster
 	owned []bool // which of out's Services are copies (see own)
 	lock  *Lock
-	errs  model.Problems
-	warns model.Problems
+	// absent are the lock's entries of Services not in the input, kept (reserveAbsent).
+	absent map[string]LockedService
+	errs   model.Problems
+	warns  model.Problems
 }
 
 // copyCluster copies the object lists, sorted by key so that every later pass walks
@@ -238,8 +246,10 @@ func proxied(s *model.Service) bool {
 	return s.Type != model.TypeExternalName && !s.Headless && s.Labels[model.LabelServiceProxyName] == ""
 }
 
-// recordLock writes every Service's addresses and ports into the new lock.
+// recordLock writes every Service's addresses and ports into the new lock, beside the
+// entries kept for Services not in the input.
 func (r *resolver) recordLock() {
+	maps.Copy(r.lock.Services, r.absent)
 	for _, s := range r.out.Services {
 		if s.Type == model.TypeExternalName || s.Headless {
 			continue

@@ -1,8 +1,12 @@
 package compiler
 
 import (
+	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/svcgen/svcgen/model"
 )
@@ -45,6 +49,19 @@ func (r *resolver) allocateClusterIPs() {
 			used[ip] = s.Key()
 		}
 	}
+	r.reserveAbsent(func(key string, ls LockedService) bool {
+		for _, a := range ls.ClusterIPs {
+			if owner, taken := used[a]; taken {
+				r.warns.Add(model.Origin{File: r.opts.Lock.Name}, fmt.Sprintf("services[%q]", key),
+					"%s is now the ClusterIP of Service %s in the manifests; the entry of Service %s (not in the input) is dropped", a, owner, key)
+				return false
+			}
+		}
+		for _, a := range ls.ClusterIPs {
+			used[a] = key
+		}
+		return true
+	})
 	var pending []int
 	for i, s := range r.out.Services {
 		if s.Type == model.TypeExternalName || s.Headless {
@@ -93,6 +110,14 @@ func (r *resolver) reuseLockedIPs(i int, used map[netip.Addr]string) bool {
 	locked := r.opts.Lock.Services[s.Key()].ClusterIPs
 	if len(locked) == 0 {
 		return false
+	}
+	wanted := wantedFamilies(s, model.FamilyOf(locked[0]))
+	for i, a := range locked {
+		if f := model.FamilyOf(a); !slices.Contains(wanted, f) {
+			r.errs.Add(model.Origin{File: r.opts.Lock.Name}, fmt.Sprintf("services[%q].clusterIPs[%d]", s.Key(), i),
+				"%s is an %s address, and Service %s asks for %s (edit or delete the entry)", a, f, s.Key(), joinFamilies(wanted))
+			return true
+		}
 	}
 	for _, a := range locked {
 		if _, taken := used[a]; taken {
@@ -163,9 +188,45 @@ func (r *resolver) allocateNodePorts() {
 			claim(s, "spec.healthCheckNodePort", s.HealthCheckNodePort)
 		}
 	}
+	for _, key := range slices.Sorted(maps.Keys(r.absent)) {
+		ls := r.absent[key]
+		ports := slices.Sorted(maps.Values(ls.NodePorts))
+		if ls.HealthCheckNodePort != 0 {
+			ports = append(ports, ls.HealthCheckNodePort)
+		}
+		if i := slices.IndexFunc(ports, func(p int32) bool { _, taken := pool.used[p]; return taken }); i >= 0 {
+			r.warns.Add(model.Origin{File: r.opts.Lock.Name}, fmt.Sprintf("services[%q]", key),
+				"node port %d is now used by Service %s in the manifests; the entry of Service %s (not in the input) is dropped", ports[i], pool.used[ports[i]], key)
+			delete(r.absent, key)
+			continue
+		}
+		for _, p := range ports {
+			pool.used[p] = key
+		}
+	}
 	for i, s := range r.out.Services {
 		if proxiedForAllocation(s) {
 			r.lockedOrNewNodePorts(i, pool)
+		}
+	}
+}
+
+// reserveAbsent keeps the lock's entries of Services that are not in the input: runs
+// over parts of one cluster with one lock (or two runs at once) keep each other's
+// allocations, and their addresses are not handed to another Service. keep decides
+// for each entry (in key order) whether it stays reserved.
+func (r *resolver) reserveAbsent(keep func(key string, ls LockedService) bool) {
+	if r.opts.Lock == nil {
+		return
+	}
+	present := map[string]bool{}
+	for _, s := range r.out.Services {
+		present[s.Key()] = true
+	}
+	r.absent = map[string]LockedService{}
+	for _, key := range slices.Sorted(maps.Keys(r.opts.Lock.Services)) {
+		if ls := r.opts.Lock.Services[key]; !present[key] && keep(key, ls) {
+			r.absent[key] = ls
 		}
 	}
 }
@@ -209,4 +270,12 @@ func (r *resolver) lockedOrNewNodePorts(index int, pool *portPool) {
 		s = r.own(index)
 		s.HealthCheckNodePort = port
 	}
+}
+
+func joinFamilies(fs []model.IPFamily) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = string(f)
+	}
+	return strings.Join(s, " and ")
 }

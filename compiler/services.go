@@ -11,7 +11,6 @@ import (
 type builder struct {
 	sm             *ir.ServiceMap
 	slices         map[string][]*model.EndpointSlice
-	sameNodeGate   bool
 	totalEndpoints int
 }
 
@@ -74,7 +73,7 @@ func (b *builder) port(s *model.Service, sp model.ServicePort, cip netip.Addr) *
 		NodePort:  uint16(sp.NodePort),
 	}
 	for _, a := range s.ExternalIPs {
-		if model.FamilyOf(a) == family {
+		if model.FamilyOf(a) == family && b.sm.Target.Layout.ExternalIPs {
 			p.ExternalIPs = append(p.ExternalIPs, a)
 		}
 	}
@@ -102,7 +101,8 @@ func (b *builder) port(s *model.Service, sp model.ServicePort, cip netip.Addr) *
 // endpoints collects the endpoints of one service port from its slices: ports match by
 // name and protocol (a slice port without a name key never matches), only the first
 // address of an endpoint counts, duplicates keep the first unless the later one is not
-// terminating, and the result is sorted by its "IP:port" string.
+// terminating (v1.36 and later; before, unless the later one is on this node), and the
+// result is sorted by its "IP:port" string.
 func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoint {
 	list := b.slices[s.Key()]
 	n := 0
@@ -110,7 +110,8 @@ func (b *builder) endpoints(s *model.Service, sp model.ServicePort) []ir.Endpoin
 		n += len(es.Endpoints)
 	}
 	// Room for n IPv4 endpoints' strings ("10.128.1.1:8080"); IPv6 ones grow it.
-	l := endpointList{eps: make([]ir.Endpoint, 0, n), text: make([]byte, 0, 16*n), spans: make([][2]int32, 0, n)}
+	l := endpointList{eps: make([]ir.Endpoint, 0, n), text: make([]byte, 0, 16*n), spans: make([][2]int32, 0, n),
+		preferLocal: !b.sm.Target.Layout.PreferNonTerminating}
 	for _, es := range list {
 		port := slicePort(es, sp)
 		if port == 0 {
@@ -134,6 +135,9 @@ type endpointList struct {
 	text  []byte     // the "IP:port" strings
 	spans [][2]int32 // where eps[i]'s string is in text
 	seen  map[ipPort]int
+	// preferLocal: a duplicate on this node replaces the one held (kube-proxy before
+	// v1.36); otherwise a duplicate that is not terminating does.
+	preferLocal bool
 }
 
 type ipPort struct {
@@ -145,12 +149,12 @@ type ipPort struct {
 // it, comparing with each is faster).
 const indexFrom = 16
 
-// add appends ep, or replaces the endpoint with its address and port when ep is not
-// terminating.
+// add appends ep, or replaces the endpoint with its address and port when ep wins
+// (see preferLocal).
 func (l *endpointList) add(ep ir.Endpoint) {
 	key := ipPort{ep.IP, ep.Port}
 	if i := l.find(key); i >= 0 {
-		if !ep.Terminating {
+		if l.preferLocal && ep.Local || !l.preferLocal && !ep.Terminating {
 			l.eps[i] = ep
 		}
 		return

@@ -243,8 +243,8 @@ func (s *Session) recompile(sm *ir.ServiceMap, svc *model.Service) {
 		r := &resolver{opts: s.ropts, out: &model.Cluster{Pods: s.pods[svc.Namespace]}}
 		list = r.generatedSlices(svc, s.endpoints[key], s.nodes)
 	}
-	scratch := &ir.ServiceMap{Family: sm.Family, Node: sm.Node}
-	b := &builder{sm: scratch, slices: slicesByService(list, sm.Family), sameNodeGate: s.sameNodeGate()}
+	scratch := &ir.ServiceMap{Family: sm.Family, Target: sm.Target, Node: sm.Node}
+	b := &builder{sm: scratch, slices: slicesByService(list, sm.Family)}
 	b.service(svc)
 	sortServices(scratch.Services)
 	var fresh *ir.Service
@@ -281,16 +281,6 @@ func compareService(a *model.Service, b *ir.Service) int {
 		return 1
 	}
 	return 0
-}
-
-func (s *Session) sameNodeGate() bool {
-	gate := s.opts.PreferSameTrafficDistribution
-	if len(s.in.Configs) > 0 {
-		if v, ok := s.in.Configs[0].FeatureGates["PreferSameTrafficDistribution"]; ok {
-			gate = v
-		}
-	}
-	return gate
 }
 
 // duplicates reports an added slice, Endpoints or Pod whose name another object of

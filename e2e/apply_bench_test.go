@@ -12,12 +12,13 @@ import (
 
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/modes"
 )
 
 // Benchmarks of loading a generated 10,000-service x 10-endpoint cluster (about
@@ -114,13 +115,14 @@ func BenchmarkApplyColdStart(b *testing.B) {
 	}
 	b.Run("full-restore", func(b *testing.B) {
 		var rules bytes.Buffer
-		if err := iptables.Write(&rules, sm, iptables.Options{}); err != nil {
+		if err := iptrules.Write(&rules, sm, iptrules.Options{}); err != nil {
 			b.Fatal(err)
 		}
 		var cpus time.Duration
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			l, ns := benchLab(b)
+			l.Counters(ns, iptrules.Counters...)
 			cpu := cpuTime()
 			b.StartTimer()
 			if err := l.Feed(ns, rules.Bytes(), "iptables-restore"); err != nil {
@@ -237,10 +239,11 @@ func BenchmarkApplyInterval(b *testing.B) {
 			sm := testkit.CompileFiles(b, pipeline.Settings{Mode: mode}, file).Map
 			l, ns := benchLab(b)
 			defer l.Cleanup()
-			backend, err := apply.ForMode(mode, sm.Family, 30*time.Second)
+			m, err := modes.Lookup(string(mode))
 			if err != nil {
 				b.Fatal(err)
 			}
+			backend := m.Backend(sm.Family, 30*time.Second)
 			for _, how := range []string{"read", "generation", "generation-after-a-load"} {
 				a := &apply.Applier{Backend: backend}
 				if how != "read" {

@@ -3,23 +3,26 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // TestApply: apply loads the examples next to another tool's rules, which survive; the
@@ -34,7 +37,7 @@ func TestApply(t *testing.T) {
 		t.Fatalf("dry run: %v\n%s", err, stderr)
 	}
 	hello := findPort(t, n.c.sm, "default", "hello-service")
-	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
+	svc := iptsyntax.ServiceChainsFor(hello.Name.String(), "tcp").SVC
 	if !strings.Contains(diff, "+:"+svc+" (default/hello-service:http) -") {
 		t.Errorf("dry run diff lacks %s with its Service:\n%s", svc, diff)
 	}
@@ -107,7 +110,7 @@ func TestApplyOneEndpoint(t *testing.T) {
 	after := n.ruleHandles()
 	res := testkit.CompileFiles(t, pipeline.Settings{}, n.dir)
 	moving := findPort(t, res.Map, "default", "moving")
-	owners := iptables.MapOwners(res.Map)
+	owners := iptrules.MapOwners(res.Map)
 	for chain, hs := range after {
 		old, existed := handles[chain]
 		mine := owners[chain].Port == moving.Name.String()
@@ -143,19 +146,26 @@ endpoints:
 %[4]s`, name, clusterIP, port, eps.String())
 }
 
-// TestApplyRollback: a ruleset the kernel refuses (the NodeEnvironment claims nfacct
-// counters the node does not have) leaves the rules as they were, though the filter
-// table was loaded before the nat table failed; the error names the rule and its
-// Service.
+// TestApplyRollback: a ruleset the kernel refuses leaves the rules as they were, though
+// the filter table was loaded before the nat table failed; the error names the rule
+// and its Service. The kernel refuses to delete a chain another program's rule still
+// jumps to: here the chains of a Service that goes away, while the NodeEnvironment's
+// nfacct turning off changes the filter table in the same apply.
 func TestApplyRollback(t *testing.T) {
 	n := newNode(t)
+	n.write("extra.yaml", svcWithEndpoints("going", "198.19.1.95", 8080, "198.18.1.95"))
 	n.apply()
+	svc := iptsyntax.ServiceChainsFor("default/going:tcp", "tcp").SVC
+	foreign := "*nat\n:FOREIGN - [0:0]\n-A FOREIGN -d 198.18.9.9/32 -j " + svc + "\nCOMMIT\n"
+	if err := n.l.Feed(n.c.node, []byte(foreign), "iptables-restore", "--noflush"); err != nil {
+		t.Fatal(err)
+	}
 	before := n.save()
+	n.write("extra.yaml", "")
 	n.write("env.yaml", `apiVersion: svcgen/v1alpha1
 kind: NodeEnvironment
 metadata: {name: node1}
-iptables: {randomFully: true, nfacct: true}
-conntrack: {tcpBeLiberal: true}
+iptables: {randomFully: true, nfacct: false}
 `)
 	diff, _, _ := n.svcgen("apply", "-f", n.dir, "--apply-lock", n.lock, "--dry-run")
 	if !strings.Contains(diff, "--ctstate INVALID -j DROP") {
@@ -165,7 +175,7 @@ conntrack: {tcpBeLiberal: true}
 	if err == nil {
 		t.Fatal("apply of a ruleset the kernel refuses succeeded")
 	}
-	for _, want := range []string{"KUBE-NODEPORTS", "nfacct", "from Service port default/hello-service2:http", "previous rules are in place"} {
+	for _, want := range []string{svc, "default/going:tcp", "previous rules are in place"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("error lacks %q:\n%s", want, stderr)
 		}
@@ -181,7 +191,7 @@ func TestAuditRepair(t *testing.T) {
 	n := newNode(t)
 	n.apply()
 	hello := findPort(t, n.c.sm, "default", "hello-service")
-	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
+	svc := iptsyntax.ServiceChainsFor(hello.Name.String(), "tcp").SVC
 	n.l.In(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
 	out, stderr, err := n.svcgen("audit", "-f", n.dir, "--live")
 	if err == nil {
@@ -403,10 +413,11 @@ func TestApplyWatch(t *testing.T) {
 
 	// A new Service in a new file is loaded.
 	n.write("extra.yaml", svcWithEndpoints("late", "198.19.1.91", 8080, "198.18.1.91"))
+	// (Its own sync, or an interval's once the file has settled.)
 	waitLog("the change", func(l string) bool {
-		return strings.Contains(l, "reason=change") && strings.Contains(l, "changed=true")
+		return strings.Contains(l, "msg=sync") && strings.Contains(l, "changed=true")
 	})
-	late := iptables.ServiceChainsFor("default/late:tcp", "tcp").SVC
+	late := iptsyntax.ServiceChainsFor("default/late:tcp", "tcp").SVC
 	if !strings.Contains(n.save(), ":"+late) {
 		t.Errorf("the new Service's chain %s is not in the kernel", late)
 	}
@@ -424,7 +435,7 @@ func TestApplyWatch(t *testing.T) {
 
 	// A rule deleted by hand comes back at the next interval.
 	hello := findPort(t, n.c.sm, "default", "hello-service")
-	svc := iptables.ServiceChainsFor(hello.Name.String(), "tcp").SVC
+	svc := iptsyntax.ServiceChainsFor(hello.Name.String(), "tcp").SVC
 	n.l.In(n.c.node, "iptables", "-t", "nat", "-D", svc, "1")
 	waitLog("the repair", func(l string) bool {
 		return strings.Contains(l, "reason=interval") && strings.Contains(l, "drift=repaired")
@@ -506,8 +517,8 @@ func TestApplyNFT(t *testing.T) {
 		t.Errorf("the connection to keep did not survive the apply: %q, %v", echo, err)
 	}
 	// Only the chains whose rules changed are written (the minimal partial sync): the
-	// moving Service's service chain and the new endpoint's chain; its endpoint that
-	// stayed keeps its chain, as every other Service does.
+	// moving Service's service chain, which DNATs itself (since v1.36 a Service without
+	// affinity has no endpoint chains); every other Service keeps its chains.
 	rewritten := 0
 	for chain, hs := range nftHandles(t, n) {
 		old, existed := handles[chain]
@@ -524,8 +535,8 @@ func TestApplyNFT(t *testing.T) {
 			rewritten++
 		}
 	}
-	if rewritten != 2 {
-		t.Errorf("%d chains written, want 2 (the service chain and the new endpoint's)", rewritten)
+	if rewritten != 1 {
+		t.Errorf("%d chains written, want 1 (the service chain)", rewritten)
 	}
 
 	// A rule deleted by hand: audit finds it, apply puts it back.
@@ -578,4 +589,73 @@ func nftHandles(t *testing.T, n *node) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestApplyRefusesToEmpty: an empty stdin (kubectl ... | svcgen apply -f - whose kubectl
+// failed), an empty file and a misspelt kind change nothing on a node that holds
+// Services, and exit 1 naming --allow-empty; with --allow-empty the Services go.
+func TestApplyRefusesToEmpty(t *testing.T) {
+	n := newNode(t)
+	n.apply()
+	before := n.save()
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	typo := filepath.Join(t.TempDir(), "typo.yaml")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(typo, []byte("apiVersion: v1\nkind: Servcie\nmetadata: {name: web}\nspec: {ports: [{port: 80}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-f", "-"}, {"-f", empty}, {"-f", typo}} {
+		_, stderr, err := n.svcgen(append([]string{"apply", "--apply-lock", n.lock}, args...)...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr, "--allow-empty") {
+			t.Errorf("apply %v: %v\n%s", args, err, stderr)
+		}
+		if got := n.save(); got != before {
+			t.Errorf("apply %v changed the node:\n%s", args, got)
+		}
+	}
+	if _, stderr, err := n.svcgen("apply", "--apply-lock", n.lock, "-f", empty, "--allow-empty"); err != nil {
+		t.Fatalf("--allow-empty: %v\n%s", err, stderr)
+	}
+	if got := n.save(); strings.Contains(got, "KUBE-SVC-") || otherRules(got) != otherRules(before) {
+		t.Errorf("--allow-empty left:\n%s", got)
+	}
+}
+
+// TestCompleteThenAudit: a complete ruleset loaded with a plain iptables-restore is in
+// step for audit --live, also when KUBE-FIREWALL is only the empty jump target the
+// complete file declares for kubelet (localhost node ports off). Before, audit
+// reported that empty chain and its jumps as drift, for ever.
+func TestCompleteThenAudit(t *testing.T) {
+	l := netlab.New(t)
+	ns := l.NS("node")
+	dir := t.TempDir()
+	bin := svcgenBinary(t)
+	for _, f := range []string{"cluster.yaml", "list.yaml"} {
+		data, err := os.ReadFile(filepath.Join("../examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(string(data), "clusterCIDR: 198.18.0.0/15", "clusterCIDR: 198.18.0.0/15\niptables: {localhostNodePorts: false}", 1)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules, err := exec.Command(bin, "compile", "-f", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rules), ":KUBE-FIREWALL - [0:0]") || strings.Contains(string(rules), "-A KUBE-FIREWALL") {
+		t.Fatalf("the case needs an empty KUBE-FIREWALL:\n%s", rules)
+	}
+	l.Counters(ns, iptrules.Counters...)
+	if err := l.Feed(ns, rules, "iptables-restore"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, bin, "audit", "-f", dir, "--live").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "all in step") {
+		t.Errorf("audit after compile | iptables-restore: %v\n%s", err, out)
+	}
 }

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	"github.com/svcgen/svcgen/ir"
 )
 
@@ -111,7 +111,7 @@ func TestIPTablesExamples(t *testing.T) {
 	netlab.Require(t)
 	res := testkit.CompileFiles(t, pipeline.Settings{}, "../examples")
 	var rules bytes.Buffer
-	if err := iptables.Write(&rules, res.Map, iptables.Options{}); err != nil {
+	if err := iptrules.Write(&rules, res.Map, iptrules.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, restore := range []string{"iptables-restore", "iptables-legacy-restore"} {
@@ -121,6 +121,7 @@ func TestIPTablesExamples(t *testing.T) {
 			}
 			l := netlab.New(t)
 			c := buildCluster(l, res.Map)
+			l.Counters(c.node, iptrules.Counters...) // as on a node where kube-proxy ran
 			if err := l.Feed(c.node, rules.Bytes(), restore); err != nil {
 				t.Fatal(err)
 			}

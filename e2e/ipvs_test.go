@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 )
 
 // This kernel has no IPVS (e2e/ipvsvm boots one that has), but the ipset and iptables
@@ -19,12 +20,12 @@ import (
 // not exist, so the load checks every reference.
 func TestIPVSSetsAndChainsLoad(t *testing.T) {
 	l := netlab.New(t)
-	n := ipvsadm.Build(testkit.CompileFiles(t, pipeline.Settings{}, "../examples").Map)
+	n := ipvsrules.Build(testkit.CompileFiles(t, pipeline.Settings{}, "../examples").Map)
 	var sets, payload bytes.Buffer
-	if err := ipvsadm.WriteSets(&sets, n.Sets); err != nil {
+	if err := ipvssyntax.WriteSets(&sets, n.Sets); err != nil {
 		t.Fatal(err)
 	}
-	if err := ipvsadm.WritePayload(&payload, n); err != nil {
+	if err := ipvssyntax.WritePayload(&payload, n); err != nil {
 		t.Fatal(err)
 	}
 
@@ -42,7 +43,7 @@ func TestIPVSSetsAndChainsLoad(t *testing.T) {
 			t.Fatalf("run %d: iptables-restore --noflush: %v", run, err)
 		}
 	}
-	got, err := ipvsadm.ParseSetsBytes("ipset save", []byte(l.In(node, "ipset", "save")))
+	got, err := ipvssyntax.ParseSetsBytes("ipset save", []byte(l.In(node, "ipset", "save")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestIPVSSetsAndChainsLoad(t *testing.T) {
 			t.Errorf("set %s holds %q, want %s %q", s.Name, s.Entries, n.Sets[i].Name, n.Sets[i].Entries)
 		}
 	}
-	for _, tbl := range []ipvsadm.Table{n.NAT, n.Filter} {
+	for _, tbl := range []ipvssyntax.Table{n.NAT, n.Filter} {
 		saved := l.In(node, "iptables-save", "-t", tbl.Name)
 		for _, c := range tbl.Chains {
 			if !strings.Contains(saved, ":"+c+" ") {

@@ -11,27 +11,29 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	nftplan "github.com/svcgen/svcgen/nftables/plan"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
-func nftScript(t *testing.T, res *pipeline.Result, opts nft.Options) []byte {
+func nftScript(t *testing.T, res *pipeline.Result, opts nftrules.Options) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := nft.Write(&b, res.Map, opts); err != nil {
+	if err := nftrules.Write(&b, res.Map, opts); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
 }
 
 // listTable reads the kube-proxy table of a family back from the kernel.
-func listTable(t *testing.T, l *netlab.Lab, ns string, family knftables.Family) (string, *nft.State) {
+func listTable(t *testing.T, l *netlab.Lab, ns string, family knftables.Family) (string, *nftsyntax.State) {
 	t.Helper()
 	out := l.In(ns, "nft", "list", "table", string(family), "kube-proxy")
-	rs, err := nft.ParseBytes("nft list table", []byte(out))
+	rs, err := nftsyntax.ParseBytes("nft list table", []byte(out))
 	if err != nil {
 		t.Fatalf("reading the listing back: %v\n%s", err, out)
 	}
@@ -48,8 +50,8 @@ func TestNFTablesExamples(t *testing.T) {
 		t.Fatalf("nft is not installed: %v", err)
 	}
 	res := testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, "../examples")
-	script := nftScript(t, res, nft.Options{})
-	want := nft.Build(res.Map)
+	script := nftScript(t, res, nftrules.Options{})
+	want := nftrules.Build(res.Map)
 	l := netlab.New(t)
 	c := buildCluster(l, res.Map)
 	if err := l.Feed(c.node, script, "nft", "-f", "-"); err != nil {
@@ -62,17 +64,17 @@ func TestNFTablesExamples(t *testing.T) {
 	if second, _ := listTable(t, l, c.node, knftables.IPv4Family); second != first {
 		t.Errorf("loading the script twice changed the table:\n%s", lineDiff(first, second))
 	}
-	if !nft.Equivalent(listed, want) {
+	if !nftplan.Equivalent(listed, want) {
 		t.Errorf("the kernel's table reads back unlike the one svcgen wrote:\n%s", first)
 	}
 	checkExamples(t, c)
 
 	t.Run("staged load leaves the same table", func(t *testing.T) {
-		staged := nftScript(t, res, nft.Options{Stages: true})
+		staged := nftScript(t, res, nftrules.Options{Stages: true})
 		if err := l.Feed(c.node, staged, "sh", "-s"); err != nil {
 			t.Fatal(err)
 		}
-		if _, got := listTable(t, l, c.node, knftables.IPv4Family); !nft.Equivalent(got, want) {
+		if _, got := listTable(t, l, c.node, knftables.IPv4Family); !nftplan.Equivalent(got, want) {
 			t.Errorf("the staged script leaves another table")
 		}
 	})
@@ -80,18 +82,22 @@ func TestNFTablesExamples(t *testing.T) {
 		dir := editedExamples(t, "name: hello-service2\n", "name: hello-service3\n")
 		next := testkit.CompileFiles(t, pipeline.Settings{Mode: compiler.NFTables}, dir)
 		listing, _ := listTable(t, l, c.node, knftables.IPv4Family)
-		prev, err := nft.ParseBytes("listing", []byte(listing))
+		prev, err := nftsyntax.ParseBytes("listing", []byte(listing))
 		if err != nil {
 			t.Fatal(err)
 		}
-		partial := nftScript(t, next, nft.Options{Previous: prev})
+		var b bytes.Buffer
+		if err := nftplan.Write(&b, next.Map, nftplan.Options{Previous: prev}); err != nil {
+			t.Fatal(err)
+		}
+		partial := b.Bytes()
 		if bytes.Contains(partial, []byte("delete table")) || len(partial) == 0 {
 			t.Fatalf("want a partial sync, got:\n%s", partial)
 		}
 		if err := l.Feed(c.node, partial, "nft", "-f", "-"); err != nil {
 			t.Fatalf("%v\n%s", err, partial)
 		}
-		if _, got := listTable(t, l, c.node, knftables.IPv4Family); !nft.Equivalent(got, nft.Build(next.Map)) {
+		if _, got := listTable(t, l, c.node, knftables.IPv4Family); !nftplan.Equivalent(got, nftrules.Build(next.Map)) {
 			t.Errorf("previous table + partial sync differs from the new whole table")
 		}
 	})
@@ -185,12 +191,12 @@ func TestNFTablesGoldenLoad(t *testing.T) {
 			continue
 		}
 		before = append(before, script...)
-		rs, err := nft.ParseBytes(p, before)
+		rs, err := nftsyntax.ParseBytes(p, before)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for family, want := range rs.Tables {
-			if _, got := listTable(t, l, ns, family); !nft.Equivalent(got, want) {
+			if _, got := listTable(t, l, ns, family); !nftplan.Equivalent(got, want) {
 				t.Errorf("%s: the kernel's %s table reads back unlike the script's", p, family)
 			}
 		}
@@ -216,12 +222,12 @@ func loadMinimal(t *testing.T, l *netlab.Lab, ns, path string, before, minimal [
 			return
 		}
 	}
-	rs, err := nft.ParseBytes(path, append(append([]byte(nil), before...), script...))
+	rs, err := nftsyntax.ParseBytes(path, append(append([]byte(nil), before...), script...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for family, want := range rs.Tables {
-		if _, got := listTable(t, l, ns, family); !nft.Equivalent(got, want) {
+		if _, got := listTable(t, l, ns, family); !nftplan.Equivalent(got, want) {
 			t.Errorf("%s: the minimal partial leaves another %s table than the partial sync", path, family)
 		}
 	}

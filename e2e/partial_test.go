@@ -8,14 +8,18 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
+	nftplan "github.com/svcgen/svcgen/nftables/plan"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
@@ -36,10 +40,17 @@ var partialSteps = []step{
 	{name: "back to examples"},
 }
 
-func compileStep(t *testing.T, s step, opts iptables.Options) []byte {
+// compileStep writes a step's --noflush payload, or with partial set, the partial sync
+// against partial.Previous.
+func compileStep(t *testing.T, s step, partial *iptplan.Options) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := iptables.Write(&b, mapStep(t, s), opts); err != nil {
+	err := iptrules.Write(&b, mapStep(t, s), iptrules.Options{Format: iptrules.NoFlush})
+	if partial != nil {
+		b.Reset()
+		err = iptplan.Write(&b, mapStep(t, s), *partial)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -55,9 +66,7 @@ func mapStepMode(t *testing.T, s step, mode compiler.Mode) *ir.ServiceMap {
 	t.Helper()
 	l := &load.Loader{}
 	for _, p := range []string{"../examples"} {
-		if err := l.Path(p, nil); err != nil {
-			t.Fatal(err)
-		}
+		l.Path(p, nil)
 	}
 	if s.extra != "" {
 		l.Bytes("extra.yaml", []byte(s.extra))
@@ -71,7 +80,7 @@ func mapStepMode(t *testing.T, s step, mode compiler.Mode) *ir.ServiceMap {
 		}
 		l.Cluster.Services = kept
 	}
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{Mode: mode}).Map
@@ -81,10 +90,10 @@ func mapStepMode(t *testing.T, s step, mode compiler.Mode) *ir.ServiceMap {
 // on the node and the map they were loaded from, naming every Service of either map
 // as changed (a superset of what changed, as Options.Changed allows), or with all
 // set, a full sync.
-func changesStep(t *testing.T, prev, next step, rules *iptables.Ruleset, all bool) []byte {
+func changesStep(t *testing.T, prev, next step, rules *iptsyntax.Ruleset, all bool) []byte {
 	t.Helper()
 	pm, nm := mapStep(t, prev), mapStep(t, next)
-	opts := iptables.Options{Format: iptables.NoFlush, Previous: rules, PreviousMap: pm, Minimal: true}
+	opts := iptplan.Options{Previous: rules, PreviousMap: pm, Minimal: true}
 	if all {
 		opts.FullSync, opts.Minimal = true, false
 	} else {
@@ -101,7 +110,7 @@ func changesStep(t *testing.T, prev, next step, rules *iptables.Ruleset, all boo
 		sort.Strings(opts.Changed)
 	}
 	var b bytes.Buffer
-	if err := iptables.Write(&b, nm, opts); err != nil {
+	if err := iptplan.Write(&b, nm, opts); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -114,19 +123,21 @@ func changesStep(t *testing.T, prev, next step, rules *iptables.Ruleset, all boo
 func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 	l := netlab.New(t)
 	node, fresh := l.NS("node"), l.NS("fresh")
+	l.Counters(node, iptrules.Counters...)
+	l.Counters(fresh, iptrules.Counters...)
 	other := []byte("*nat\n:OTHER-TOOL - [0:0]\n-A OTHER-TOOL -d 198.18.9.9/32 -j RETURN\n-A PREROUTING -j OTHER-TOOL\nCOMMIT\n")
 	if err := l.Feed(node, other, "iptables-restore", "--noflush"); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range partialSteps {
-		full := compileStep(t, s, iptables.Options{Format: iptables.NoFlush})
+		full := compileStep(t, s, nil)
 		if i == 0 {
 			mustRestore(t, l, node, full)
 			continue
 		}
 		// The node's state before this step, to start each variant from it.
 		saved := []byte(l.In(node, "iptables-save"))
-		prev, err := iptables.ParseBytes("iptables-save", saved)
+		prev, err := iptsyntax.ParseBytes("iptables-save", saved)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +156,7 @@ func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 			case "changes", "resync":
 				partial = changesStep(t, partialSteps[i-1], s, prev, variant == "resync")
 			default:
-				partial = compileStep(t, s, iptables.Options{Format: iptables.NoFlush, Previous: prev, Minimal: minimal})
+				partial = compileStep(t, s, &iptplan.Options{Previous: prev, Minimal: minimal})
 			}
 			mustRestore(t, l, node, partial)
 			if got := saveOf(t, l, node); got != want {
@@ -168,7 +179,7 @@ func mustRestore(t *testing.T, l *netlab.Lab, ns string, data []byte) {
 // saveOf is the node's nat and filter state as canonical rule keys, chain by chain.
 func saveOf(t *testing.T, l *netlab.Lab, ns string) string {
 	t.Helper()
-	rs, err := iptables.ParseBytes("iptables-save", []byte(l.In(ns, "iptables-save")))
+	rs, err := iptsyntax.ParseBytes("iptables-save", []byte(l.In(ns, "iptables-save")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +191,7 @@ func saveOf(t *testing.T, l *netlab.Lab, ns string) string {
 		for _, c := range tb.Chains {
 			lines = append(lines, fmt.Sprintf("%s :%s", tb.Name, c.Name))
 			for i, r := range c.Rules {
-				lines = append(lines, fmt.Sprintf("%s %s %03d %s", tb.Name, c.Name, i, iptables.RuleKey(r.Args)))
+				lines = append(lines, fmt.Sprintf("%s %s %03d %s", tb.Name, c.Name, i, iptsyntax.RuleKey(r.Args)))
 			}
 		}
 	}
@@ -206,7 +217,7 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 	for i, s := range partialSteps {
 		sm := mapStepMode(t, s, compiler.NFTables)
 		var whole bytes.Buffer
-		if err := nft.Write(&whole, sm, nft.Options{}); err != nil {
+		if err := nftrules.Write(&whole, sm, nftrules.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
@@ -221,7 +232,7 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := nftObjects(t, l.In(fresh, "nft", "list", "table", "ip", "kube-proxy"))
-		prev, err := nft.ParseBytes("nft list table", []byte(saved))
+		prev, err := nftsyntax.ParseBytes("nft list table", []byte(saved))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +243,7 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 				t.Fatal(err)
 			}
 			var partial bytes.Buffer
-			if err := nft.Write(&partial, sm, nft.Options{Previous: prev, Minimal: minimal}); err != nil {
+			if err := nftplan.Write(&partial, sm, nftplan.Options{Previous: prev, Minimal: minimal}); err != nil {
 				t.Fatal(err)
 			}
 			if bytes.Contains(partial.Bytes(), []byte("delete table")) {
@@ -244,11 +255,11 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 			if got := nftObjects(t, l.In(node, "nft", "list", "table", "ip", "kube-proxy")); got != want {
 				t.Errorf("step %q (minimal %v): previous table + partial sync leaves\n%s\nwant\n%s\npartial was:\n%s", s.name, minimal, lineDiff(want, got), want, partial.Bytes())
 			}
-			listed, err := nft.ParseBytes("nft list table", []byte(l.In(node, "nft", "list", "table", "ip", "kube-proxy")))
+			listed, err := nftsyntax.ParseBytes("nft list table", []byte(l.In(node, "nft", "list", "table", "ip", "kube-proxy")))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !nft.Equivalent(listed.Tables[knftables.IPv4Family], nft.Build(sm)) {
+			if !nftplan.Equivalent(listed.Tables[knftables.IPv4Family], nftrules.Build(sm)) {
 				t.Errorf("step %q (minimal %v): the table reads back unlike the step's", s.name, minimal)
 			}
 		}
@@ -262,13 +273,13 @@ func TestNFTPartialMatchesWhole(t *testing.T) {
 // nftObjects is an "nft list table" listing as the sorted "add" lines of its objects.
 func nftObjects(t *testing.T, listing string) string {
 	t.Helper()
-	rs, err := nft.ParseBytes("nft list table", []byte(listing))
+	rs, err := nftsyntax.ParseBytes("nft list table", []byte(listing))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, listing)
 	}
 	var b bytes.Buffer
 	for _, st := range rs.Tables {
-		if err := nft.WriteState(&b, st); err != nil {
+		if err := nftsyntax.WriteState(&b, st); err != nil {
 			t.Fatal(err)
 		}
 	}

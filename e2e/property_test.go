@@ -4,20 +4,21 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/randcluster"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/model"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 )
@@ -31,9 +32,6 @@ func kernelClusters() int {
 	return 24
 }
 
-// nfacctCounters are the counters kube-proxy's rules name when nfacct is available.
-var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts"}
-
 // TestPropertyKernel loads random clusters' rules (every fourth one IPv6, through
 // ip6tables) into network namespaces: iptables mode with both iptables backends,
 // nftables mode with nft -f, and ipvs mode's sets and companion chains (the kernel here has no IPVS; the virtual
@@ -44,15 +42,7 @@ var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_ac
 func TestPropertyKernel(t *testing.T) {
 	l := netlab.New(t)
 	ns, nftns, vsns := l.NS("prop"), l.NS("propnft"), l.NS("propvs")
-	nfacct := false
-	if _, err := exec.LookPath("nfacct"); err == nil {
-		for _, c := range nfacctCounters {
-			l.In(ns, "nfacct", "add", c)
-		}
-		nfacct = true
-	} else if os.Getenv("CI") == "true" {
-		t.Fatalf("nfacct is not installed (test.sh installs it): %v", err)
-	}
+	l.Counters(ns, iptrules.Counters...)
 	n := kernelClusters()
 	probes, ipvsLoaded := 0, 0
 	// KUBE-IPVS-OUT-FILTER's "-m ipvs" needs the kernel's xt_ipvs, which a kernel
@@ -60,10 +50,10 @@ func TestPropertyKernel(t *testing.T) {
 	xtIPVS := l.Feed(vsns, []byte("*filter\n:svcgen-probe - [0:0]\n-A svcgen-probe -m ipvs --vaddr 198.18.0.1/32 -j DROP\nCOMMIT\n"), "iptables-restore", "--noflush") == nil
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		ipv6 := seed%4 == 0
-		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0, IPv6: ipv6})
+		data := randcluster.Generate(seed, randcluster.Options{NFAcct: seed%2 == 0, IPv6: ipv6})
 		res := testkit.Compile(t, fmt.Sprintf("random-%d.yaml", seed), string(data), pipeline.Settings{}) // the name says the seed
 		var rules strings.Builder
-		if err := iptables.Write(&rules, res.Map, iptables.Options{}); err != nil {
+		if err := iptrules.Write(&rules, res.Map, iptrules.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		backends := []string{"iptables", "iptables-legacy"}
@@ -76,7 +66,7 @@ func TestPropertyKernel(t *testing.T) {
 				continue
 			}
 			saved := l.In(ns, backend+"-save")
-			rs, err := iptables.ParseBytes(backend+"-save", []byte(saved))
+			rs, err := iptsyntax.ParseBytes(backend+"-save", []byte(saved))
 			if err != nil {
 				t.Fatalf("seed %d: reading %s-save: %v", seed, backend, err)
 			}
@@ -104,12 +94,12 @@ func TestPropertyKernel(t *testing.T) {
 // returns the probes.
 func kernelNFT(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeline.Result) int {
 	t.Helper()
-	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.NFTables, PreferSameTrafficDistribution: true})
+	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.NFTables})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var script bytes.Buffer
-	if err := nft.Write(&script, sm, nft.Options{}); err != nil {
+	if err := nftrules.Write(&script, sm, nftrules.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for run := 1; run <= 2; run++ {
@@ -133,19 +123,19 @@ func kernelNFT(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipelin
 // false when the chains need "-m ipvs" and the kernel lacks it.
 func kernelIPVS(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeline.Result, xtIPVS bool) (int, bool) {
 	t.Helper()
-	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.IPVS, PreferSameTrafficDistribution: true})
+	sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: compiler.IPVS})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := ipvsadm.Build(sm)
+	n := ipvsrules.Build(sm)
 	var sets, payload, rules bytes.Buffer
-	if err := ipvsadm.WriteSets(&sets, n.Sets); err != nil {
+	if err := ipvssyntax.WriteSets(&sets, n.Sets); err != nil {
 		t.Fatal(err)
 	}
-	if err := ipvsadm.WritePayload(&payload, n); err != nil {
+	if err := ipvssyntax.WritePayload(&payload, n); err != nil {
 		t.Fatal(err)
 	}
-	if err := ipvsadm.WriteRules(&rules, n.Services); err != nil {
+	if err := ipvssyntax.WriteRules(&rules, n.Services); err != nil {
 		t.Fatal(err)
 	}
 	if !xtIPVS && bytes.Contains(payload.Bytes(), []byte(" -m ipvs ")) {
@@ -155,14 +145,14 @@ func kernelIPVS(t *testing.T, l *netlab.Lab, ns string, seed uint64, res *pipeli
 	if sm.Family == model.IPv6 {
 		ipt = "ip6tables"
 	}
-	l.In(ns, "sh", "-c", "ipset destroy "+ipvsadm.TempSet+" 2>/dev/null || :")
+	l.In(ns, "sh", "-c", "ipset destroy "+ipvssyntax.TempSet+" 2>/dev/null || :")
 	if err := l.Feed(ns, sets.Bytes(), "ipset", "restore", "-exist"); err != nil {
 		t.Fatalf("seed %d: ipset restore: %v", seed, err)
 	}
 	if err := l.Feed(ns, payload.Bytes(), ipt+"-restore", "--noflush"); err != nil {
 		t.Fatalf("seed %d: the kernel refused the ipvs companion chains: %v", seed, err)
 	}
-	for _, j := range ipvsadm.Jumps { // as the script ensures them
+	for _, j := range ipvssyntax.Jumps { // as the script ensures them
 		if _, err := l.Try(append([]string{"ip", "netns", "exec", ns, ipt, "-t", j.Table, "-C", j.From}, j.Args()...)...); err != nil {
 			l.In(ns, append([]string{ipt, "-t", j.Table, "-I", j.From, "1"}, j.Args()...)...)
 		}

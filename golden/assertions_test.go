@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // Upstream tests whose assertions are not whole dumps live here, each checking what
@@ -32,10 +33,10 @@ hostnameOverride: test-node
 clusterCIDR: 10.0.0.0/8
 `
 
-func compileText(t *testing.T, manifests string, opts iptables.Options) string {
+func compileText(t *testing.T, manifests string, partial *iptplan.Options) string {
 	t.Helper()
 	res := testkit.Compile(t, "test.yaml", fakeNode+"---\n"+manifests, pipeline.Settings{NoAllocate: true})
-	return string(emit(t, res, opts))
+	return string(emit(t, res, partial))
 }
 
 // upstream: TestLoadBalancerIngressRouteTypeProxy — an ingress IP with ipMode Proxy gets
@@ -64,7 +65,7 @@ metadata: {name: svc1-1, namespace: ns1, labels: {kubernetes.io/service-name: sv
 addressType: IPv4
 endpoints: [{addresses: [10.180.0.1]}]
 ports: [{name: p80, port: 80, protocol: TCP}]
-`, tc.svcIP, tc.lbIP, tc.ipMode), iptables.Options{Format: iptables.NoFlush})
+`, tc.svcIP, tc.lbIP, tc.ipMode), nil)
 		rules, _ := natChain(out, "KUBE-SERVICES")
 		if got := strings.Contains(rules, "-d "+tc.lbIP+" "); got != tc.want {
 			t.Errorf("%s: rule for %s present = %v, want %v", tc.name, tc.lbIP, got, tc.want)
@@ -137,10 +138,9 @@ metadata: {name: svc3, namespace: ns3}
 spec: {type: ClusterIP, clusterIP: 172.30.0.43, ports: [{name: p8081, port: 8081, protocol: TCP}]}
 ---
 ` + bigSlice("ns1", "svc1", "80", "p80", "10.0", 499) + "---\n" + bigSlice("ns2", "svc2", "8080", "p8080", "10.1", 499)
-	noflush := iptables.Options{Format: iptables.NoFlush}
 
 	// 998 endpoints: comments stay.
-	out := compileText(t, svcs, noflush)
+	out := compileText(t, svcs, nil)
 	first, n, comments := countEndpoints(out, "10.0.0.0")
 	if first != "-A KUBE-SEP-DKGQUZGBKLTPAR56 -m comment --comment ns1/svc1:p80 -m tcp -p tcp -j DNAT --to-destination 10.0.0.0:80" || n != 998 || comments != n {
 		t.Errorf("below the threshold: %q, %d endpoints, %d comments", first, n, comments)
@@ -154,7 +154,7 @@ addressType: IPv4
 ports: [{name: p8081, port: 8081, protocol: TCP}]
 endpoints: [{addresses: [203.0.113.4]}, {addresses: [203.0.113.8]}, {addresses: [203.0.113.12]}]
 `
-	large := compileText(t, svcs+svc3, noflush)
+	large := compileText(t, svcs+svc3, nil)
 	if first, n, comments = countEndpoints(large, "203.0.113.4"); first != "-A KUBE-SEP-RUVVH7YV3PHQBDOS -m tcp -p tcp -j DNAT --to-destination 203.0.113.4:8081" || n != 1001 || comments != 0 {
 		t.Errorf("above the threshold: %q, %d endpoints, %d comments", first, n, comments)
 	}
@@ -175,22 +175,22 @@ addressType: IPv4
 ports: [{name: p8082, port: 8082, protocol: TCP}]
 endpoints: [{addresses: [10.4.0.1]}]
 `
-	prev, err := iptables.ParseBytes("prev", []byte(large))
+	prev, err := iptsyntax.ParseBytes("prev", []byte(large))
 	if err != nil {
 		t.Fatal(err)
 	}
-	with4 := compileText(t, svcs+svc3+svc4, noflush)
-	partial := compileText(t, svcs+svc3+svc4, iptables.Options{Format: iptables.NoFlush, Previous: prev})
+	with4 := compileText(t, svcs+svc3+svc4, nil)
+	partial := compileText(t, svcs+svc3+svc4, &iptplan.Options{Previous: prev})
 	if first, n, _ = countEndpoints(partial, "10.4.0.1"); first != "-A KUBE-SEP-SU5STNODRYEWJAUF -m tcp -p tcp -j DNAT --to-destination 10.4.0.1:8082" || n != 1 {
 		t.Errorf("adding svc4: %q, %d endpoints written", first, n)
 	}
 
 	// Deleting svc4 writes no endpoint and deletes its chains.
-	prev, err = iptables.ParseBytes("prev", []byte(with4))
+	prev, err = iptsyntax.ParseBytes("prev", []byte(with4))
 	if err != nil {
 		t.Fatal(err)
 	}
-	deleted := compileText(t, svcs+svc3, iptables.Options{Format: iptables.NoFlush, Previous: prev})
+	deleted := compileText(t, svcs+svc3, &iptplan.Options{Previous: prev})
 	if _, n, _ = countEndpoints(deleted, "10.4.0.1"); n != 0 {
 		t.Errorf("deleting svc4 wrote %d endpoints", n)
 	}

@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 	"go.yaml.in/yaml/v3"
@@ -34,10 +35,10 @@ type flowFile struct {
 // runFlows traces each flow through the complete iptables ruleset of the case.
 func runFlows(t *testing.T, c goldenCase, res *pipeline.Result) {
 	var b bytes.Buffer
-	if err := iptables.Write(&b, res.Map, iptables.Options{Format: iptables.Complete}); err != nil {
+	if err := iptrules.Write(&b, res.Map, iptrules.Options{Format: iptrules.Complete}); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := iptables.ParseBytes("complete", b.Bytes())
+	rs, err := iptsyntax.ParseBytes("complete", b.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

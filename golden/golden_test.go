@@ -4,6 +4,7 @@ package golden
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,11 +14,14 @@ import (
 
 	"github.com/rogpeppe/go-internal/diff"
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
+	iptplan "github.com/svcgen/svcgen/iptables/plan"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/load"
+	"github.com/svcgen/svcgen/release"
 )
 
 var update = flag.Bool("update", false, "rewrite svcgen's expected files (read the diff before committing it)")
@@ -31,6 +35,32 @@ type goldenCase struct {
 	fullSync bool
 	// modes the case is compiled in ("modes:" in the README; default every mode).
 	modes []string
+	// release is the kube-proxy release the expected files are for ("release:" in the
+	// README; default the newest).
+	release release.Release
+	// multi: the README names several releases ("releases: 1.35 1.37"), so each
+	// release's expected files carry it ("nftables-1.37.nft"); the case is run once
+	// per release.
+	multi bool
+}
+
+// name is the case's name in test output: its folder, and its release when it has
+// several.
+func (c goldenCase) name() string {
+	if c.multi {
+		return c.dir + "@" + c.release.String()
+	}
+	return c.dir
+}
+
+// file is the path of one of the case's expected files ("nftables.nft"), for its
+// release when it has several ("nftables-1.37.nft").
+func (c goldenCase) file(name string) string {
+	if c.multi {
+		ext := filepath.Ext(name)
+		name = strings.TrimSuffix(name, ext) + "-" + c.release.String() + ext
+	}
+	return filepath.Join(c.dir, name)
 }
 
 // has reports whether the case is compiled in a mode.
@@ -45,6 +75,7 @@ func findCases(t *testing.T) []goldenCase {
 			return err
 		}
 		c := goldenCase{dir: filepath.Dir(p)}
+		var releases []release.Release
 		readme, _ := os.ReadFile(filepath.Join(c.dir, "README"))
 		for _, line := range strings.Split(string(readme), "\n") {
 			if v, ok := strings.CutPrefix(line, "upstream:"); ok && c.upstream == "" {
@@ -56,17 +87,36 @@ func findCases(t *testing.T) []goldenCase {
 			if v, ok := strings.CutPrefix(line, "modes:"); ok {
 				c.modes = strings.Fields(v)
 			}
+			if v, ok := strings.CutPrefix(line, "release:"); ok {
+				v = "releases:" + v
+				line = v
+			}
+			if v, ok := strings.CutPrefix(line, "releases:"); ok {
+				for _, f := range strings.Fields(v) {
+					r, err := release.Parse(f)
+					if err != nil {
+						return fmt.Errorf("%s/README: %w", c.dir, err)
+					}
+					releases = append(releases, r)
+				}
+			}
 			if strings.TrimSpace(line) == "sync: full" {
 				c.fullSync = true
 			}
 		}
-		cases = append(cases, c)
+		if len(releases) == 0 {
+			releases = []release.Release{release.Newest()}
+		}
+		for _, r := range releases {
+			c.release, c.multi = r, len(releases) > 1
+			cases = append(cases, c)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(cases, func(i, j int) bool { return cases[i].dir < cases[j].dir })
+	sort.SliceStable(cases, func(i, j int) bool { return cases[i].dir < cases[j].dir })
 	return cases
 }
 
@@ -76,7 +126,7 @@ func TestGolden(t *testing.T) {
 		t.Fatal("no golden cases found")
 	}
 	for _, c := range cases {
-		t.Run(c.dir, func(t *testing.T) { runCase(t, c) })
+		t.Run(c.name(), func(t *testing.T) { runCase(t, c) })
 	}
 }
 
@@ -88,14 +138,14 @@ func runCase(t *testing.T, c goldenCase) {
 		return
 	}
 	res := compileCase(t, c, false)
-	opts := iptables.Options{Format: iptables.NoFlush}
+	var partial *iptplan.Options
 	if prev := previousStep(t, c); prev != nil {
-		opts.Previous, opts.FullSync = prev, c.fullSync
+		partial = &iptplan.Options{Previous: prev, FullSync: c.fullSync}
 	}
-	got := emit(t, res, opts)
-	testkit.CompareGolden(t, filepath.Join(c.dir, "iptables.rules"), got, *update)
+	got := emit(t, res, partial)
+	testkit.CompareGolden(t, c.file("iptables.rules"), got, *update)
 
-	if again := emit(t, compileCase(t, c, true), opts); !bytes.Equal(again, got) {
+	if again := emit(t, compileCase(t, c, true), partial); !bytes.Equal(again, got) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
 	}
 	if exp, err := os.ReadFile(filepath.Join(c.dir, "upstream.iptables")); err == nil {
@@ -108,7 +158,7 @@ func runCase(t *testing.T, c goldenCase) {
 }
 
 // previousStep: step N of a multi-step case runs against step N-1's complete payload.
-func previousStep(t *testing.T, c goldenCase) *iptables.Ruleset {
+func previousStep(t *testing.T, c goldenCase) *iptsyntax.Ruleset {
 	base := filepath.Base(c.dir)
 	n, ok := strings.CutPrefix(base, "step-")
 	if !ok || n == "01" {
@@ -119,9 +169,9 @@ func previousStep(t *testing.T, c goldenCase) *iptables.Ruleset {
 		num = num*10 + int(ch-'0')
 	}
 	prevDir := filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1))
-	prevCase := goldenCase{dir: prevDir, upstream: c.upstream}
-	full := emit(t, compileCase(t, prevCase, false), iptables.Options{Format: iptables.NoFlush})
-	rs, err := iptables.ParseBytes(prevDir, full)
+	prevCase := goldenCase{dir: prevDir, upstream: c.upstream, release: c.release}
+	full := emit(t, compileCase(t, prevCase, false), nil)
+	rs, err := iptsyntax.ParseBytes(prevDir, full)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,10 +215,10 @@ func compileCaseMode(t *testing.T, c goldenCase, reverse bool, mode compiler.Mod
 			l.Bytes(name, d)
 		}
 	}
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		t.Fatalf("loading: %v", err)
 	}
-	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode})
+	return testkit.CompileCluster(t, &l.Cluster, pipeline.Settings{NoAllocate: c.upstream != "", Mode: mode, Release: c.release})
 }
 
 func splitDocuments(data []byte) [][]byte {
@@ -181,10 +231,17 @@ func splitDocuments(data []byte) [][]byte {
 	return docs
 }
 
-func emit(t *testing.T, res *pipeline.Result, opts iptables.Options) []byte {
+// emit writes the map's iptables payload (--noflush), or with partial set, the partial
+// sync against partial.Previous.
+func emit(t *testing.T, res *pipeline.Result, partial *iptplan.Options) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := iptables.Write(&b, res.Map, opts); err != nil {
+	err := iptrules.Write(&b, res.Map, iptrules.Options{Format: iptrules.NoFlush})
+	if partial != nil {
+		b.Reset()
+		err = iptplan.Write(&b, res.Map, *partial)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

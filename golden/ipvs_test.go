@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/model"
 	"go.yaml.in/yaml/v3"
 )
@@ -25,15 +26,15 @@ func TestGoldenIPVS(t *testing.T) {
 		if !c.has("ipvs") {
 			continue
 		}
-		t.Run(c.dir, func(t *testing.T) {
+		t.Run(c.name(), func(t *testing.T) {
 			res := compileCase(t, c, false)
-			state := ipvsadm.Build(res.Map)
+			state := ipvsrules.Build(res.Map)
 			got := ipvsScript(t, res, state)
-			testkit.CompareGolden(t, filepath.Join(c.dir, "ipvs.sh"), got, *update)
+			testkit.CompareGolden(t, c.file("ipvs.sh"), got, *update)
 			if again := ipvsScript(t, compileCase(t, c, true), nil); !bytes.Equal(again, got) {
 				t.Errorf("documents in reverse order give another script:\n%s", lineDiff("forward", got, "reversed", again))
 			}
-			back, err := ipvsadm.ParseScript("ipvs.sh", bytes.NewReader(got))
+			back, err := ipvssyntax.ParseScript("ipvs.sh", bytes.NewReader(got))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,13 +52,13 @@ func TestGoldenIPVS(t *testing.T) {
 	t.Logf("upstream ipvs assertions reproduced: %d", assertions)
 }
 
-func ipvsScript(t *testing.T, res *pipeline.Result, state *ipvsadm.Node) []byte {
+func ipvsScript(t *testing.T, res *pipeline.Result, state *ipvssyntax.Node) []byte {
 	t.Helper()
 	if state == nil {
-		state = ipvsadm.Build(res.Map)
+		state = ipvsrules.Build(res.Map)
 	}
 	var b bytes.Buffer
-	if err := ipvsadm.WriteScript(&b, state, ipvsadm.Header{Node: res.Map.Node.Name}); err != nil {
+	if err := ipvssyntax.WriteScript(&b, state, ipvssyntax.Header{Node: res.Map.Node.Name, Title: res.Map.Header("ipvs")}); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -93,7 +94,7 @@ type upstreamIPVS struct {
 }
 
 // checkUpstreamIPVS checks a case's upstream assertions and returns how many.
-func checkUpstreamIPVS(t *testing.T, c goldenCase, n *ipvsadm.Node, data []byte) int {
+func checkUpstreamIPVS(t *testing.T, c goldenCase, n *ipvssyntax.Node, data []byte) int {
 	t.Helper()
 	var u upstreamIPVS
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -115,7 +116,7 @@ func checkUpstreamIPVS(t *testing.T, c goldenCase, n *ipvsadm.Node, data []byte)
 	if u.IPVS != nil {
 		count++
 		var b bytes.Buffer
-		ipvsadm.WriteRules(&b, n.Services)
+		ipvssyntax.WriteRules(&b, n.Services)
 		if got, want := strings.TrimSpace(b.String()), strings.Join(u.IPVS, "\n"); got != want {
 			fail("IPVS state differs:\n%s", lineDiff("upstream", []byte(want+"\n"), "svcgen", []byte(got+"\n")))
 		}
@@ -138,7 +139,7 @@ func checkUpstreamIPVS(t *testing.T, c goldenCase, n *ipvsadm.Node, data []byte)
 	ipv6 := n.Family == model.IPv6
 	for name, want := range u.Sets {
 		count++
-		s := n.Set(ipvsadm.SetName(name, ipv6))
+		s := n.Set(ipvssyntax.SetName(name, ipv6))
 		if s == nil {
 			fail("no set %s", name)
 			continue
@@ -150,7 +151,7 @@ func checkUpstreamIPVS(t *testing.T, c goldenCase, n *ipvsadm.Node, data []byte)
 	for chain, want := range u.Chains {
 		count++
 		var got []string
-		for _, tbl := range []ipvsadm.Table{n.NAT, n.Filter} {
+		for _, tbl := range []ipvssyntax.Table{n.NAT, n.Filter} {
 			for _, r := range tbl.Rules {
 				if r.Chain == chain {
 					got = append(got, jumpAndSet(r.Args, ipv6))
@@ -226,8 +227,8 @@ func jumpAndSet(args []string, ipv6 bool) string {
 		return jump
 	}
 	if ipv6 {
-		for _, name := range ipvsadm.SetNames() {
-			if ipvsadm.SetName(name, true) == set {
+		for _, name := range ipvssyntax.SetNames() {
+			if ipvssyntax.SetName(name, true) == set {
 				set = name
 			}
 		}

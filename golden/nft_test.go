@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/nft"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/internal/upstreamtest"
 	"github.com/svcgen/svcgen/ir"
+	nftplan "github.com/svcgen/svcgen/nftables/plan"
+	nftrules "github.com/svcgen/svcgen/nftables/rules"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"github.com/svcgen/svcgen/trace"
 )
 
@@ -25,16 +27,16 @@ import (
 func runNFTCase(t *testing.T, c goldenCase) {
 	res := compileCaseMode(t, c, false, compiler.NFTables)
 	before := nftBefore(t, c)
-	var opts nft.Options
+	var opts nftplan.Options
 	if before != nil {
-		prev, err := nft.ParseBytes("previous", before)
+		prev, err := nftsyntax.ParseBytes("previous", before)
 		if err != nil {
 			t.Fatal(err)
 		}
 		opts.Previous = prev
 	}
 	got := emitNFT(t, res.Map, opts)
-	testkit.CompareGolden(t, filepath.Join(c.dir, "nftables.nft"), got, *update)
+	testkit.CompareGolden(t, c.file("nftables.nft"), got, *update)
 	if again := emitNFT(t, compileCaseMode(t, c, true, compiler.NFTables).Map, opts); !bytes.Equal(again, got) {
 		t.Errorf("documents in reverse order give other bytes:\n%s", lineDiff("forward", got, "reversed", again))
 	}
@@ -62,23 +64,23 @@ func runNFTCase(t *testing.T, c goldenCase) {
 // checkMinimalNFT compiles a case that has a table before it with --minimal as well:
 // nftables-minimal.nft, which must leave the same table as the kube-proxy-shaped
 // partial sync (and so match upstream's dump), with no more operations.
-func checkMinimalNFT(t *testing.T, c goldenCase, res *pipeline.Result, opts nft.Options, before []byte, table *nft.State) {
+func checkMinimalNFT(t *testing.T, c goldenCase, res *pipeline.Result, opts nftplan.Options, before []byte, table *nftsyntax.State) {
 	t.Helper()
 	opts.Minimal = true
 	minimal := emitNFT(t, res.Map, opts)
-	testkit.CompareGolden(t, filepath.Join(c.dir, "nftables-minimal.nft"), minimal, *update)
+	testkit.CompareGolden(t, c.file("nftables-minimal.nft"), minimal, *update)
 	left := nftTable(t, res.Map, append(append([]byte(nil), before...), minimal...))
 	var a, b bytes.Buffer
-	if err := nft.WriteState(&a, left); err != nil {
+	if err := nftsyntax.WriteState(&a, left); err != nil {
 		t.Fatal(err)
 	}
-	if err := nft.WriteState(&b, table); err != nil {
+	if err := nftsyntax.WriteState(&b, table); err != nil {
 		t.Fatal(err)
 	}
 	if x, y := upstreamtest.SortNFTablesTransaction(a.String()), upstreamtest.SortNFTablesTransaction(b.String()); x != y {
 		t.Errorf("--minimal leaves another table than the kube-proxy-shaped partial sync:\n%s", lineDiff("partial", []byte(y+"\n"), "minimal", []byte(x+"\n")))
 	}
-	if countOps(minimal) > countOps(emitNFT(t, res.Map, nft.Options{Previous: opts.Previous})) {
+	if countOps(minimal) > countOps(emitNFT(t, res.Map, nftplan.Options{Previous: opts.Previous})) {
 		t.Errorf("--minimal writes more operations than the kube-proxy-shaped partial sync:\n%s", minimal)
 	}
 }
@@ -103,8 +105,8 @@ func nftBefore(t *testing.T, c goldenCase) []byte {
 	if err != nil {
 		t.Fatalf("step folder %s: %v", base, err)
 	}
-	prev := goldenCase{dir: filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1)), upstream: c.upstream}
-	return emitNFT(t, compileCaseMode(t, prev, false, compiler.NFTables).Map, nft.Options{})
+	prev := goldenCase{dir: filepath.Join(filepath.Dir(c.dir), "step-"+twoDigits(num-1)), upstream: c.upstream, release: c.release}
+	return emitNFT(t, compileCaseMode(t, prev, false, compiler.NFTables).Map, nftplan.Options{})
 }
 
 // readmeValue is the rest of the README line that starts with key.
@@ -118,10 +120,15 @@ func readmeValue(c goldenCase, key string) (string, bool) {
 	return "", false
 }
 
-func emitNFT(t *testing.T, sm *ir.ServiceMap, opts nft.Options) []byte {
+// emitNFT writes sm's table, or with opts.Previous the sync against it.
+func emitNFT(t *testing.T, sm *ir.ServiceMap, opts nftplan.Options) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := nft.Write(&b, sm, opts); err != nil {
+	write := func() error { return nftrules.Write(&b, sm, nftrules.Options{}) }
+	if opts.Previous != nil {
+		write = func() error { return nftplan.Write(&b, sm, opts) }
+	}
+	if err := write(); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -129,9 +136,9 @@ func emitNFT(t *testing.T, sm *ir.ServiceMap, opts nft.Options) []byte {
 
 // nftTable applies script text (through knftables' Fake, which refuses a reference
 // to a missing object) and returns the table of the service map's family it leaves.
-func nftTable(t *testing.T, sm *ir.ServiceMap, script []byte) *nft.State {
+func nftTable(t *testing.T, sm *ir.ServiceMap, script []byte) *nftsyntax.State {
 	t.Helper()
-	rs, err := nft.ParseBytes("script", script)
+	rs, err := nftsyntax.ParseBytes("script", script)
 	if err != nil {
 		t.Fatalf("the script does not apply: %v", err)
 	}
@@ -156,10 +163,10 @@ func countOps(script []byte) int {
 // compareUpstreamNFT compares a table with upstream's expected dump as upstream does:
 // both as knftables' Fake.Dump prints them, sorted by sortNFTablesTransaction. The mark
 // is 0x4000 in upstream's fake and 0x00004000 on a node.
-func compareUpstreamNFT(t *testing.T, c goldenCase, table *nft.State, exp []byte) {
+func compareUpstreamNFT(t *testing.T, c goldenCase, table *nftsyntax.State, exp []byte) {
 	t.Helper()
 	var b bytes.Buffer
-	if err := nft.WriteState(&b, table); err != nil {
+	if err := nftsyntax.WriteState(&b, table); err != nil {
 		t.Fatal(err)
 	}
 	ours := upstreamtest.SortNFTablesTransaction(strings.ReplaceAll(b.String(), "0x00004000", "0x4000"))
@@ -171,7 +178,7 @@ func compareUpstreamNFT(t *testing.T, c goldenCase, table *nft.State, exp []byte
 
 // runNFTFlows traces each flow of flows.yaml through the table and compares as
 // runFlows does for iptables.
-func runNFTFlows(t *testing.T, c goldenCase, res *pipeline.Result, table *nft.State) {
+func runNFTFlows(t *testing.T, c goldenCase, res *pipeline.Result, table *nftsyntax.State) {
 	tr, err := trace.NewNFT(table, hostOf(res))
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 func runVerify(t *testing.T, res *pipeline.Result) {
 	t.Helper()
 	for _, m := range verify.Modes() {
-		sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: m, PreferSameTrafficDistribution: true})
+		sm, err := compiler.Compile(res.Resolved.Cluster, compiler.Options{Mode: m})
 		if err != nil {
 			t.Fatalf("compiling for %s: %v", m, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
-	"github.com/svcgen/svcgen/trace"
+	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/verify"
 	"gonum.org/v1/gonum/graph/formats/dot"
 	"gonum.org/v1/gonum/graph/formats/dot/ast"
@@ -56,7 +56,11 @@ func build(t *testing.T) []byte {
 	t.Helper()
 	res := testkit.Compile(t, "web.yaml", manifests, pipeline.Settings{Mode: compiler.IPTables})
 	loc := verify.NewLocator(res.Map, res.Resolved.Cluster)
-	tr, err := trace.ForMap("iptables", res.Map, loc.Host())
+	m, err := modes.Lookup("iptables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := m.Tracer(res.Map, loc.Host())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,11 +19,15 @@ import (
 	"strings"
 
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // ServiceMap is the compiled service state of one node for one IP family.
 type ServiceMap struct {
 	Family model.IPFamily
+	// Target is the kube-proxy release (and its gates) the rules are for; emitters read
+	// its Layout, and every output's header names it.
+	Target release.Target
 	Node   Node
 	// MasqueradeBit is the fwmark bit that asks KUBE-POSTROUTING to masquerade.
 	MasqueradeBit int
@@ -46,6 +50,19 @@ type ServiceMap struct {
 // hard-code "0x4000"; the kernel holds the same value).
 func (sm *ServiceMap) MasqueradeMark() string {
 	return fmt.Sprintf("%#08x", uint32(1)<<uint(sm.MasqueradeBit))
+}
+
+// Header says what an output was written for, as its first comment line says it:
+// "kube-proxy v1.37 nftables rules for node worker-1 (IPv4), written by svcgen", with
+// the feature gates set away from the release's defaults after the release. The node
+// name is a checked node name (model.CheckNodeName), so the line is safe in any
+// rules file.
+func (sm *ServiceMap) Header(mode string) string {
+	node := ""
+	if sm.Node.Name != "" {
+		node = " for node " + sm.Node.Name
+	}
+	return sm.Target.String() + " " + mode + " rules" + node + " (" + string(sm.Family) + "), written by svcgen"
 }
 
 // LargeClusterThreshold is upstream's largeClusterEndpointsThreshold.

@@ -3,10 +3,11 @@ package load
 import (
 	"net/netip"
 
+	"github.com/svcgen/svcgen/load/internal/tree"
 	"github.com/svcgen/svcgen/model"
 )
 
-func (l *Loader) endpointSlice(w *walker, n *node) {
+func (l *Loader) endpointSlice(w *walker, n *tree.Node) {
 	es := &model.EndpointSlice{}
 	var labels map[string]string
 	es.Namespace, es.Name, labels = w.metadata(n, true, model.DNS1123Subdomain)
@@ -14,24 +15,24 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 	es.ServiceName = labels[model.LabelServiceName]
 	_, es.Headless = labels[model.LabelHeadless]
 	if es.ServiceName == "" {
-		w.warnf(at("metadata.labels"), "no %s label: the slice belongs to no Service and is passed over", model.LabelServiceName)
+		w.warnf(tree.At("metadata.labels"), "no %s label: the slice belongs to no Service and is passed over", model.LabelServiceName)
 		return
 	}
 	es.AddressType = w.str(n, "addressType")
 	switch es.AddressType {
 	case "IPv4", "IPv6", "FQDN":
 	case "":
-		w.errorf(at("addressType"), "missing (want IPv4, IPv6 or FQDN)")
+		w.errorf(tree.At("addressType"), "missing (want IPv4, IPv6 or FQDN)")
 	default:
-		w.errorf(at("addressType"), "unknown address type %q (want IPv4, IPv6 or FQDN)", es.AddressType)
+		w.errorf(tree.At("addressType"), "unknown address type %q (want IPv4, IPv6 or FQDN)", es.AddressType)
 	}
-	w.items(n, fieldPath{}, "ports", func(pn *node, path fieldPath) {
+	w.items(n, tree.Path{}, "ports", func(pn *tree.Node, path tree.Path) {
 		es.Ports = append(es.Ports, w.endpointPort(pn, path))
 	})
-	if eps := get(n, "endpoints"); eps != nil && eps.kind == sequenceNode {
-		es.Endpoints = make([]model.Endpoint, 0, len(eps.content))
+	if eps := tree.Get(n, "endpoints"); eps != nil && eps.Kind == tree.Sequence {
+		es.Endpoints = make([]model.Endpoint, 0, len(eps.Content))
 	}
-	w.items(n, fieldPath{}, "endpoints", func(en *node, path fieldPath) {
+	w.items(n, tree.Path{}, "endpoints", func(en *tree.Node, path tree.Path) {
 		if ep, ok := w.endpoint(en, path, es.AddressType); ok {
 			es.Endpoints = append(es.Endpoints, ep)
 		}
@@ -42,12 +43,12 @@ func (l *Loader) endpointSlice(w *walker, n *node) {
 // endpointPort reads a slice or Endpoints port. An absent name is "", as the API
 // server defaults it (SetDefaults_EndpointPort): a hand-written slice with one unnamed
 // port serves the Service's unnamed port once applied, so it does here too.
-func (w *walker) endpointPort(pn *node, path fieldPath) model.EndpointPort {
+func (w *walker) endpointPort(pn *tree.Node, path tree.Path) model.EndpointPort {
 	var p model.EndpointPort
 	if has(pn, "name") {
 		p.Name = w.strAt(pn, path, "name")
 		if p.Name != "" {
-			w.name(p.Name, path.key("name"), model.IANASvcName)
+			w.name(p.Name, path.Key("name"), model.IANASvcName)
 		}
 	}
 	p.Protocol = w.protocol(pn, path, "protocol")
@@ -55,12 +56,12 @@ func (w *walker) endpointPort(pn *node, path fieldPath) model.EndpointPort {
 	return p
 }
 
-func (w *walker) endpoint(en *node, path fieldPath, addressType string) (model.Endpoint, bool) {
+func (w *walker) endpoint(en *tree.Node, path tree.Path, addressType string) (model.Endpoint, bool) {
 	var ep model.Endpoint
-	if list := get(en, "addresses"); list != nil && list.kind == sequenceNode && addressType != "FQDN" {
-		ep.Addresses = make([]netip.Addr, 0, len(list.content))
+	if list := tree.Get(en, "addresses"); list != nil && list.Kind == tree.Sequence && addressType != "FQDN" {
+		ep.Addresses = make([]netip.Addr, 0, len(list.Content))
 	}
-	w.seq(en, path, "addresses", func(an *node, ap fieldPath) {
+	w.seq(en, path, "addresses", func(an *tree.Node, ap tree.Path) {
 		a, ok := w.strItem(an, ap)
 		if !ok || addressType == "FQDN" {
 			return
@@ -76,7 +77,7 @@ func (w *walker) endpoint(en *node, path fieldPath, addressType string) (model.E
 		ep.Addresses = append(ep.Addresses, addr)
 	})
 	if cond := w.mapping(en, path, "conditions"); cond != nil {
-		cp := path.key("conditions")
+		cp := path.Key("conditions")
 		ep.Ready = w.boolPtr(cond, cp, "ready")
 		ep.Serving = w.boolPtr(cond, cp, "serving")
 		ep.Terminating = w.boolPtr(cond, cp, "terminating")
@@ -84,12 +85,12 @@ func (w *walker) endpoint(en *node, path fieldPath, addressType string) (model.E
 	ep.NodeName = w.strAt(en, path, "nodeName")
 	ep.Zone = w.strAt(en, path, "zone")
 	if hints := w.mapping(en, path, "hints"); hints != nil {
-		hp := path.key("hints")
+		hp := path.Key("hints")
 		var h model.EndpointHints
-		w.items(hints, hp, "forZones", func(n *node, p fieldPath) {
+		w.items(hints, hp, "forZones", func(n *tree.Node, p tree.Path) {
 			h.Zones = append(h.Zones, w.strAt(n, p, "name"))
 		})
-		w.items(hints, hp, "forNodes", func(n *node, p fieldPath) {
+		w.items(hints, hp, "forNodes", func(n *tree.Node, p tree.Path) {
 			h.Nodes = append(h.Nodes, w.strAt(n, p, "name"))
 		})
 		if h.Zones != nil || h.Nodes != nil {
@@ -99,15 +100,15 @@ func (w *walker) endpoint(en *node, path fieldPath, addressType string) (model.E
 	return ep, true
 }
 
-func (l *Loader) endpoints(w *walker, n *node) {
+func (l *Loader) endpoints(w *walker, n *tree.Node) {
 	e := &model.Endpoints{}
 	e.Namespace, e.Name, _ = w.metadata(n, true, model.DNS1035Label)
 	e.Origin = w.origin
-	w.items(n, fieldPath{}, "subsets", func(sn *node, path fieldPath) {
+	w.items(n, tree.Path{}, "subsets", func(sn *tree.Node, path tree.Path) {
 		var sub model.EndpointsSubset
 		sub.Addresses = w.endpointAddresses(sn, path, "addresses")
 		sub.NotReadyAddresses = w.endpointAddresses(sn, path, "notReadyAddresses")
-		w.items(sn, path, "ports", func(pn *node, pp fieldPath) {
+		w.items(sn, path, "ports", func(pn *tree.Node, pp tree.Path) {
 			sub.Ports = append(sub.Ports, w.endpointPort(pn, pp))
 		})
 		e.Subsets = append(e.Subsets, sub)
@@ -115,9 +116,9 @@ func (l *Loader) endpoints(w *walker, n *node) {
 	l.Cluster.Endpoints = append(l.Cluster.Endpoints, e)
 }
 
-func (w *walker) endpointAddresses(sn *node, path fieldPath, key string) []model.EndpointAddress {
+func (w *walker) endpointAddresses(sn *tree.Node, path tree.Path, key string) []model.EndpointAddress {
 	var out []model.EndpointAddress
-	w.items(sn, path, key, func(an *node, p fieldPath) {
+	w.items(sn, path, key, func(an *tree.Node, p tree.Path) {
 		if a, ok := w.addrAt(an, p, "ip"); ok {
 			out = append(out, model.EndpointAddress{IP: a, NodeName: w.strAt(an, p, "nodeName")})
 		}

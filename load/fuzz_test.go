@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/load"
 )
 
@@ -59,7 +60,7 @@ func compileBytes(data []byte, minik8s bool) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	if err := iptables.Write(&b, sm, iptables.Options{}); err != nil {
+	if err := iptrules.Write(&b, sm, iptrules.Options{}); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -67,7 +68,7 @@ func compileBytes(data []byte, minik8s bool) ([]byte, error) {
 
 func checkRules(t *testing.T, out []byte) {
 	t.Helper()
-	if _, err := iptables.ParseBytes("out", out); err != nil {
+	if _, err := iptsyntax.ParseBytes("out", out); err != nil {
 		t.Fatalf("output does not parse: %v\n%s", err, out)
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bytes"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -32,7 +33,7 @@ func TestBadInputErrors(t *testing.T) {
 		name, data, want string
 	}{
 		{"syntax", "a: b\n---\nkind: [\n", `svc.yaml: document 2: YAML syntax error: line 3: did not find expected node content`},
-		{"binary", "kind: Service\x00\x01\x02", `svc.yaml: document 1: not a YAML or JSON manifest: binary data (a NUL byte at offset 13)`},
+		{"binary", "kind: Service\x00\x01\x02", `svc.yaml: not a YAML or JSON manifest: binary data (a NUL byte at offset 13)`},
 		{"not an object", "just a string\n", `svc.yaml: document 1: expected a Kubernetes object (a mapping with apiVersion and kind), got the string "just a string"`},
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", `svc.yaml: document 1: kind: missing: every object needs apiVersion and kind`},
 		{"spec type", svcHead + "spec: hello\n", `svc.yaml: document 1 (Service shop/web): spec: expected a mapping, got the string "hello"`},
@@ -58,7 +59,7 @@ func TestBadInputErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := loadString(t, "svc.yaml", tc.data, Kubernetes)
-			err := l.Errors.Err()
+			err := l.Err()
 			if err == nil {
 				t.Fatalf("no error; want %q", tc.want)
 			}
@@ -147,10 +148,8 @@ func TestMiniK8sSeeds(t *testing.T) {
 		t.Skipf("no seed manifests beside the project: %v", err)
 	}
 	l := &Loader{Dialect: MiniK8s}
-	if err := l.Path(dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Errors.Err(); err != nil {
+	l.Path(dir, nil)
+	if err := l.Err(); err != nil {
 		t.Fatalf("seed manifests fail in the minik8s dialect:\n%v", err)
 	}
 	if len(l.Cluster.Services) != 6 || len(l.Cluster.Pods) != 4 {
@@ -169,7 +168,7 @@ func TestMiniK8sSeeds(t *testing.T) {
 	// The same files are refused as Kubernetes manifests, with the reason.
 	k := &Loader{}
 	k.Path(dir, nil)
-	if err := k.Errors.Err(); err == nil || !strings.Contains(err.Error(), "matchLabels is the minik8s dialect") {
+	if err := k.Err(); err == nil || !strings.Contains(err.Error(), "matchLabels is the minik8s dialect") {
 		t.Errorf("Kubernetes dialect accepted the seeds: %v", err)
 	}
 }
@@ -231,6 +230,58 @@ func TestModelKeepsNoInput(t *testing.T) {
 		}
 		if strs < 500 {
 			t.Fatalf("only %d strings checked", strs)
+		}
+	}
+}
+
+// Read in pieces, a cluster loads exactly as yaml.v3 reads it whole: same objects,
+// documents numbered the same, same problems in the same order; and the fast reader
+// takes it.
+func TestPiecesLoadAsWhole(t *testing.T) {
+	var buf bytes.Buffer
+	if err := gen.Write(&buf, gen.Options{Services: 200, Endpoints: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Bad documents here and there, and a comment and an empty document at the start.
+	src := "# head\n---\n---\n" + strings.Replace(buf.String(), "port: 80\n", "port: 80000\n", 7) +
+		"---\napiVersion: v1\nkind: Service\nmetadata: {name: \"HelloService\"}\nspec: {ports: [{port: 1}]}\n"
+	for _, min := range []int{1000, 50000, len(src) / 3} {
+		if n := len(readPieces(&Loader{}, "x.yaml", src, min).Cluster.Services); n != 201 {
+			t.Fatalf("pieces of %d: %d services", min, n)
+		}
+		if !checkSameLoad(t, "x.yaml", src, Kubernetes, min) {
+			t.Errorf("pieces of %d: the fast reader gave up", min)
+		}
+	}
+	ref := reference("x.yaml", src, Kubernetes)
+	if ref.Errors.Len() != 7 || ref.Warnings.Len() == 0 {
+		t.Errorf("%d errors, %d warnings; want 7 and some", ref.Errors.Len(), ref.Warnings.Len())
+	}
+	// Where the fast reader gives up, near the end, yaml.v3 reads it all.
+	anchor := src + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: &anchor v}\n"
+	if checkSameLoad(t, "x.yaml", anchor, Kubernetes, 1000) {
+		t.Errorf("the fast reader took an anchor")
+	}
+}
+
+// A List's items, handed over one by one as the fast readers read them, load as
+// yaml.v3's whole tree does; the items of an object that is no List are dropped.
+func TestStreamedListsLoadAsWhole(t *testing.T) {
+	var buf bytes.Buffer
+	if err := gen.Write(&buf, gen.Options{Services: 100, Endpoints: 3, Format: gen.JSON}); err != nil {
+		t.Fatal(err)
+	}
+	bad := `{"apiVersion": "v1", "kind": "List", "items": [7, {"kind": "Service", "apiVersion": "v1", "metadata": {"name": "x"}, "spec": {"ports": [{"port": 0}]}}], "metadata": {}}`
+	for name, src := range map[string]string{
+		"generated JSON": buf.String(),
+		"bad items":      bad,
+		"YAML List":      "apiVersion: v1\nkind: ServiceList\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: \"HelloService\"}\n  spec: {ports: [{port: 1}]}\n- 3\n",
+		"not a List":     "apiVersion: v1\nkind: Thing\nitems:\n- 3\n- apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n  spec: {ports: [{port: 0}]}\n",
+		"kind after":     `{"apiVersion": "v1", "items": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}, "spec": {"ports": [{"port": 0}]}}], "kind": "Other"}`,
+		"two documents":  "---\n" + bad + "\n---\n" + bad + "\n",
+	} {
+		if !checkSameLoad(t, name, src, Kubernetes, 100) {
+			t.Errorf("%s: the fast readers gave up", name)
 		}
 	}
 }

@@ -3,27 +3,28 @@ package load
 import (
 	"strings"
 
+	"github.com/svcgen/svcgen/load/internal/tree"
 	"github.com/svcgen/svcgen/model"
 )
 
-func (l *Loader) pod(w *walker, n *node) {
+func (l *Loader) pod(w *walker, n *tree.Node) {
 	p := &model.Pod{}
 	p.Namespace, p.Name, p.Labels = w.metadata(n, true, model.DNS1123Subdomain)
 	p.Origin = w.origin
-	meta := get(n, "metadata")
+	meta := tree.Get(n, "metadata")
 	p.Terminating = has(meta, "deletionTimestamp")
-	spec := w.mapping(n, fieldPath{}, "spec")
-	p.NodeName = w.strAt(spec, at("spec"), "nodeName")
-	p.Hostname = w.strAt(spec, at("spec"), "hostname")
-	w.items(spec, at("spec"), "containers", func(cn *node, cp fieldPath) {
-		w.items(cn, cp, "ports", func(pn *node, pp fieldPath) {
+	spec := w.mapping(n, tree.Path{}, "spec")
+	p.NodeName = w.strAt(spec, tree.At("spec"), "nodeName")
+	p.Hostname = w.strAt(spec, tree.At("spec"), "hostname")
+	w.items(spec, tree.At("spec"), "containers", func(cn *tree.Node, cp tree.Path) {
+		w.items(cn, cp, "ports", func(pn *tree.Node, pp tree.Path) {
 			cport := model.ContainerPort{
 				Name:          w.strAt(pn, pp, "name"),
 				ContainerPort: w.port(pn, pp, "containerPort"),
 				Protocol:      w.protocol(pn, pp, "protocol"),
 			}
 			if cport.Name != "" {
-				w.name(cport.Name, pp.key("name"), model.IANASvcName)
+				w.name(cport.Name, pp.Key("name"), model.IANASvcName)
 			}
 			p.Ports = append(p.Ports, cport)
 		})
@@ -32,11 +33,11 @@ func (l *Loader) pod(w *walker, n *node) {
 	l.Cluster.Pods = append(l.Cluster.Pods, p)
 }
 
-func (w *walker) podStatus(p *model.Pod, n *node) {
-	status := w.mapping(n, fieldPath{}, "status")
-	p.Phase = w.strAt(status, at("status"), "phase")
+func (w *walker) podStatus(p *model.Pod, n *tree.Node) {
+	status := w.mapping(n, tree.Path{}, "status")
+	p.Phase = w.strAt(status, tree.At("status"), "phase")
 	listed := false
-	w.items(status, at("status"), "podIPs", func(in *node, path fieldPath) {
+	w.items(status, tree.At("status"), "podIPs", func(in *tree.Node, path tree.Path) {
 		listed = true
 		if a, ok := w.addrAt(in, path, "ip"); ok {
 			p.PodIPs = append(p.PodIPs, a)
@@ -44,35 +45,35 @@ func (w *walker) podStatus(p *model.Pod, n *node) {
 	})
 	if has(status, "podIP") {
 		// status.podIP repeats podIPs[0]; it stands alone only where podIPs is not written.
-		if a, ok := w.addrAt(status, at("status"), "podIP"); ok && !listed {
+		if a, ok := w.addrAt(status, tree.At("status"), "podIP"); ok && !listed {
 			p.PodIPs = append(p.PodIPs, a)
 		}
 	}
-	w.items(status, at("status"), "conditions", func(cn *node, path fieldPath) {
+	w.items(status, tree.At("status"), "conditions", func(cn *tree.Node, path tree.Path) {
 		if w.strAt(cn, path, "type") == "Ready" {
 			p.Ready = w.strAt(cn, path, "status") == "True"
 		}
 	})
 }
 
-func (l *Loader) node(w *walker, n *node) {
+func (l *Loader) node(w *walker, n *tree.Node) {
 	nd := &model.Node{}
 	_, nd.Name, nd.Labels = w.metadata(n, false, model.DNS1123Subdomain)
 	nd.Origin = w.origin
-	spec := w.mapping(n, fieldPath{}, "spec")
-	cidrs := w.strList(spec, at("spec"), "podCIDRs")
+	spec := w.mapping(n, tree.Path{}, "spec")
+	cidrs := w.strList(spec, tree.At("spec"), "podCIDRs")
 	if len(cidrs) == 0 {
-		if c := w.strAt(spec, at("spec"), "podCIDR"); c != "" {
+		if c := w.strAt(spec, tree.At("spec"), "podCIDR"); c != "" {
 			cidrs = []string{c}
 		}
 	}
 	for i, c := range cidrs {
-		if p, ok := w.prefix(c, at("spec.podCIDRs").index(i)); ok {
+		if p, ok := w.prefix(c, tree.At("spec.podCIDRs").Index(i)); ok {
 			nd.PodCIDRs = append(nd.PodCIDRs, p.Masked())
 		}
 	}
-	status := w.mapping(n, fieldPath{}, "status")
-	w.items(status, at("status"), "addresses", func(an *node, path fieldPath) {
+	status := w.mapping(n, tree.Path{}, "status")
+	w.items(status, tree.At("status"), "addresses", func(an *tree.Node, path tree.Path) {
 		t := w.strAt(an, path, "type")
 		if t != "InternalIP" && t != "ExternalIP" {
 			return // Hostname, InternalDNS, ExternalDNS carry no IP
@@ -81,44 +82,46 @@ func (l *Loader) node(w *walker, n *node) {
 			nd.Addresses = append(nd.Addresses, model.NodeAddress{Type: t, Address: a})
 		}
 	})
+	nodeInfo := w.mapping(status, tree.At("status"), "nodeInfo")
+	nd.KubeletVersion = w.strAt(nodeInfo, tree.At("status.nodeInfo"), "kubeletVersion")
 	l.Cluster.Nodes = append(l.Cluster.Nodes, nd)
 }
 
-func (l *Loader) serviceCIDR(w *walker, n *node) {
+func (l *Loader) serviceCIDR(w *walker, n *tree.Node) {
 	sc := &model.ServiceCIDR{}
 	_, sc.Name, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	sc.Origin = w.origin
-	spec := w.mapping(n, fieldPath{}, "spec")
+	spec := w.mapping(n, tree.Path{}, "spec")
 	before := l.Errors.Len()
-	for i, c := range w.strList(spec, at("spec"), "cidrs") {
-		p, ok := w.prefix(c, at("spec.cidrs").index(i))
+	for i, c := range w.strList(spec, tree.At("spec"), "cidrs") {
+		p, ok := w.prefix(c, tree.At("spec.cidrs").Index(i))
 		if !ok {
 			continue
 		}
 		if p != p.Masked() {
-			w.errorf(at("spec.cidrs").index(i), "%q has host bits set (did you mean %s?)", c, p.Masked())
+			w.errorf(tree.At("spec.cidrs").Index(i), "%q has host bits set (did you mean %s?)", c, p.Masked())
 			continue
 		}
 		sc.CIDRs = append(sc.CIDRs, p)
 	}
 	if len(sc.CIDRs) == 0 && l.Errors.Len() == before {
 		// "missing" only when no entry was reported wrong above.
-		w.errorf(at("spec.cidrs"), "missing")
+		w.errorf(tree.At("spec.cidrs"), "missing")
 	}
 	l.Cluster.ServiceCIDRs = append(l.Cluster.ServiceCIDRs, sc)
 }
 
-func (l *Loader) config(w *walker, n *node) {
+func (l *Loader) config(w *walker, n *tree.Node) {
 	c := &model.Config{Origin: w.origin}
 	c.Mode = w.str(n, "mode")
 	switch c.Mode {
 	case "", "iptables", "ipvs", "nftables":
 	default:
-		w.errorf(at("mode"), "unknown proxy mode %q (want iptables, ipvs or nftables)", c.Mode)
+		w.errorf(tree.At("mode"), "unknown proxy mode %q (want iptables, ipvs or nftables)", c.Mode)
 	}
 	c.HostnameOverride = w.str(n, "hostnameOverride")
 	if b := w.str(n, "bindAddress"); b != "" {
-		c.BindAddress, _ = w.addr(b, at("bindAddress"))
+		c.BindAddress, _ = w.addr(b, tree.At("bindAddress"))
 	}
 	cidrs := 0
 	for _, s := range strings.Split(w.str(n, "clusterCIDR"), ",") {
@@ -126,9 +129,9 @@ func (l *Loader) config(w *walker, n *node) {
 			continue
 		}
 		if cidrs++; cidrs == 3 {
-			w.errorf(at("clusterCIDR"), "at most two CIDRs (one per family)")
+			w.errorf(tree.At("clusterCIDR"), "at most two CIDRs (one per family)")
 		}
-		if p, ok := w.prefix(s, at("clusterCIDR")); ok {
+		if p, ok := w.prefix(s, tree.At("clusterCIDR")); ok {
 			c.ClusterCIDRs = append(c.ClusterCIDRs, p.Masked())
 		}
 	}
@@ -139,45 +142,56 @@ func (l *Loader) config(w *walker, n *node) {
 	l.Cluster.Configs = append(l.Cluster.Configs, c)
 }
 
-func (w *walker) detectLocal(c *model.Config, n *node) {
+func (w *walker) detectLocal(c *model.Config, n *tree.Node) {
 	c.DetectLocalMode = w.str(n, "detectLocalMode")
 	switch c.DetectLocalMode {
 	case "", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix":
 	default:
-		w.errorf(at("detectLocalMode"), "unknown mode %q (want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix)", c.DetectLocalMode)
+		w.errorf(tree.At("detectLocalMode"), "unknown mode %q (want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix)", c.DetectLocalMode)
 	}
-	dl := w.mapping(n, fieldPath{}, "detectLocal")
-	c.BridgeInterface = w.strAt(dl, at("detectLocal"), "bridgeInterface")
-	c.InterfaceNamePrefix = w.strAt(dl, at("detectLocal"), "interfaceNamePrefix")
+	dl := w.mapping(n, tree.Path{}, "detectLocal")
+	c.BridgeInterface = w.strAt(dl, tree.At("detectLocal"), "bridgeInterface")
+	c.InterfaceNamePrefix = w.strAt(dl, tree.At("detectLocal"), "interfaceNamePrefix")
 	check := func(v, field string, needed bool) {
 		if v == "" && !needed {
 			return
 		}
 		if err := model.CheckInterfaceName(v); err != nil {
-			w.errorf(at(field), "%v", err)
+			w.errorf(tree.At(field), "%v", err)
 		}
 	}
 	check(c.BridgeInterface, "detectLocal.bridgeInterface", c.DetectLocalMode == "BridgeInterface")
 	check(c.InterfaceNamePrefix, "detectLocal.interfaceNamePrefix", c.DetectLocalMode == "InterfaceNamePrefix")
 }
 
-func (w *walker) nodePortAddresses(c *model.Config, n *node) {
-	for i, s := range w.strList(n, fieldPath{}, "nodePortAddresses") {
-		if s == "primary" {
-			c.NodePortPrimary = true
-			continue
+// nodePortAddresses reads CIDRs and the keywords "primary", "localhost" and "all"
+// (which releases accept which, and with what, is the compiler's to check).
+func (w *walker) nodePortAddresses(c *model.Config, n *tree.Node) {
+	for i, s := range w.strList(n, tree.Path{}, "nodePortAddresses") {
+		var kw *bool
+		switch s {
+		case "primary":
+			kw = &c.NodePortPrimary
+		case "localhost":
+			kw = &c.NodePortLocalhost
+		case "all":
+			kw = &c.NodePortAll
 		}
-		if p, ok := w.prefix(s, at("nodePortAddresses").index(i)); ok {
-			c.NodePortAddresses = append(c.NodePortAddresses, p.Masked())
+		switch {
+		case kw != nil && *kw:
+			w.errorf(tree.At("nodePortAddresses").Index(i), "%q is listed twice", s)
+		case kw != nil:
+			*kw = true
+		default:
+			if p, ok := w.prefix(s, tree.At("nodePortAddresses").Index(i)); ok {
+				c.NodePortAddresses = append(c.NodePortAddresses, p.Masked())
+			}
 		}
-	}
-	if c.NodePortPrimary && len(c.NodePortAddresses) > 0 {
-		w.errorf(at("nodePortAddresses"), "\"primary\" cannot be combined with CIDRs")
 	}
 }
 
 // masqueradeBit reads a masqueradeBit, which must be 0-31.
-func (w *walker) masqueradeBit(parent *node, path fieldPath) *int32 {
+func (w *walker) masqueradeBit(parent *tree.Node, path tree.Path) *int32 {
 	v, ok := w.integer(parent, path, "masqueradeBit", 0, 31)
 	if !ok {
 		return nil
@@ -186,52 +200,52 @@ func (w *walker) masqueradeBit(parent *node, path fieldPath) *int32 {
 	return &b
 }
 
-func (w *walker) proxyModes(c *model.Config, n *node) {
-	ipt := w.mapping(n, fieldPath{}, "iptables")
-	c.IPTables.MasqueradeAll, _ = w.boolean(ipt, at("iptables"), "masqueradeAll")
-	c.IPTables.MasqueradeBit = w.masqueradeBit(ipt, at("iptables"))
-	c.IPTables.LocalhostNodePorts = w.boolPtr(ipt, at("iptables"), "localhostNodePorts")
-	c.IPTables.SyncPeriod = w.strAt(ipt, at("iptables"), "syncPeriod")
-	c.IPTables.MinSyncPeriod = w.strAt(ipt, at("iptables"), "minSyncPeriod")
+func (w *walker) proxyModes(c *model.Config, n *tree.Node) {
+	ipt := w.mapping(n, tree.Path{}, "iptables")
+	c.IPTables.MasqueradeAll, _ = w.boolean(ipt, tree.At("iptables"), "masqueradeAll")
+	c.IPTables.MasqueradeBit = w.masqueradeBit(ipt, tree.At("iptables"))
+	c.IPTables.LocalhostNodePorts = w.boolPtr(ipt, tree.At("iptables"), "localhostNodePorts")
+	c.IPTables.SyncPeriod = w.strAt(ipt, tree.At("iptables"), "syncPeriod")
+	c.IPTables.MinSyncPeriod = w.strAt(ipt, tree.At("iptables"), "minSyncPeriod")
 
-	nft := w.mapping(n, fieldPath{}, "nftables")
-	c.NFTables.MasqueradeAll, _ = w.boolean(nft, at("nftables"), "masqueradeAll")
-	c.NFTables.MasqueradeBit = w.masqueradeBit(nft, at("nftables"))
-	c.NFTables.SyncPeriod = w.strAt(nft, at("nftables"), "syncPeriod")
-	c.NFTables.MinSyncPeriod = w.strAt(nft, at("nftables"), "minSyncPeriod")
+	nft := w.mapping(n, tree.Path{}, "nftables")
+	c.NFTables.MasqueradeAll, _ = w.boolean(nft, tree.At("nftables"), "masqueradeAll")
+	c.NFTables.MasqueradeBit = w.masqueradeBit(nft, tree.At("nftables"))
+	c.NFTables.SyncPeriod = w.strAt(nft, tree.At("nftables"), "syncPeriod")
+	c.NFTables.MinSyncPeriod = w.strAt(nft, tree.At("nftables"), "minSyncPeriod")
 
-	ipvs := w.mapping(n, fieldPath{}, "ipvs")
-	c.IPVS.Scheduler = w.strAt(ipvs, at("ipvs"), "scheduler")
-	c.IPVS.StrictARP, _ = w.boolean(ipvs, at("ipvs"), "strictARP")
-	for i, s := range w.strList(ipvs, at("ipvs"), "excludeCIDRs") {
-		if p, ok := w.prefix(s, at("ipvs.excludeCIDRs").index(i)); ok {
+	ipvs := w.mapping(n, tree.Path{}, "ipvs")
+	c.IPVS.Scheduler = w.strAt(ipvs, tree.At("ipvs"), "scheduler")
+	c.IPVS.StrictARP, _ = w.boolean(ipvs, tree.At("ipvs"), "strictARP")
+	for i, s := range w.strList(ipvs, tree.At("ipvs"), "excludeCIDRs") {
+		if p, ok := w.prefix(s, tree.At("ipvs.excludeCIDRs").Index(i)); ok {
 			c.IPVS.ExcludeCIDRs = append(c.IPVS.ExcludeCIDRs, p.Masked())
 		}
 	}
-	c.IPVS.TCPTimeout = w.strAt(ipvs, at("ipvs"), "tcpTimeout")
-	c.IPVS.TCPFinTimeout = w.strAt(ipvs, at("ipvs"), "tcpFinTimeout")
-	c.IPVS.UDPTimeout = w.strAt(ipvs, at("ipvs"), "udpTimeout")
-	c.IPVS.SyncPeriod = w.strAt(ipvs, at("ipvs"), "syncPeriod")
-	c.IPVS.MinSyncPeriod = w.strAt(ipvs, at("ipvs"), "minSyncPeriod")
+	c.IPVS.TCPTimeout = w.strAt(ipvs, tree.At("ipvs"), "tcpTimeout")
+	c.IPVS.TCPFinTimeout = w.strAt(ipvs, tree.At("ipvs"), "tcpFinTimeout")
+	c.IPVS.UDPTimeout = w.strAt(ipvs, tree.At("ipvs"), "udpTimeout")
+	c.IPVS.SyncPeriod = w.strAt(ipvs, tree.At("ipvs"), "syncPeriod")
+	c.IPVS.MinSyncPeriod = w.strAt(ipvs, tree.At("ipvs"), "minSyncPeriod")
 }
 
-func (w *walker) featureGates(n *node) map[string]bool {
-	fg := w.mapping(n, fieldPath{}, "featureGates")
+func (w *walker) featureGates(n *tree.Node) map[string]bool {
+	fg := w.mapping(n, tree.Path{}, "featureGates")
 	if fg == nil {
 		return nil
 	}
 	out := map[string]bool{}
-	for i := 0; i+1 < len(fg.content); i += 2 {
-		key := w.text.keep(fg.content[i].value)
-		if v, ok := w.boolean(fg, at("featureGates"), key); ok {
+	for i := 0; i+1 < len(fg.Content); i += 2 {
+		key := w.text.keep(fg.Content[i].Value)
+		if v, ok := w.boolean(fg, tree.At("featureGates"), key); ok {
 			out[key] = v
 		}
 	}
 	return out
 }
 
-func (l *Loader) environment(w *walker, n *node) {
-	e := &model.NodeEnvironment{Origin: w.origin, RandomFully: true}
+func (l *Loader) environment(w *walker, n *tree.Node) {
+	e := &model.NodeEnvironment{Origin: w.origin, RandomFully: true, NFAcct: true}
 	_, e.Node, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	switch f := w.str(n, "ipFamily"); f {
 	case "", "IPv4":
@@ -239,19 +253,21 @@ func (l *Loader) environment(w *walker, n *node) {
 	case "IPv6":
 		e.IPFamily = model.IPv6
 	default:
-		w.errorf(at("ipFamily"), "unknown IP family %q (want IPv4 or IPv6)", f)
+		w.errorf(tree.At("ipFamily"), "unknown IP family %q (want IPv4 or IPv6)", f)
 	}
-	ipt := w.mapping(n, fieldPath{}, "iptables")
-	if v, ok := w.boolean(ipt, at("iptables"), "randomFully"); ok {
+	ipt := w.mapping(n, tree.Path{}, "iptables")
+	if v, ok := w.boolean(ipt, tree.At("iptables"), "randomFully"); ok {
 		e.RandomFully = v
 	}
-	e.NFAcct, _ = w.boolean(ipt, at("iptables"), "nfacct")
-	ct := w.mapping(n, fieldPath{}, "conntrack")
-	e.TCPBeLiberal, _ = w.boolean(ct, at("conntrack"), "tcpBeLiberal")
-	w.items(n, fieldPath{}, "interfaces", func(in *node, path fieldPath) {
+	if v, ok := w.boolean(ipt, tree.At("iptables"), "nfacct"); ok {
+		e.NFAcct = v
+	}
+	ct := w.mapping(n, tree.Path{}, "conntrack")
+	e.TCPBeLiberal, _ = w.boolean(ct, tree.At("conntrack"), "tcpBeLiberal")
+	w.items(n, tree.Path{}, "interfaces", func(in *tree.Node, path tree.Path) {
 		itf := model.Interface{Name: w.strAt(in, path, "name")}
 		for i, a := range w.strList(in, path, "addresses") {
-			if p, ok := w.prefix(a, path.key("addresses").index(i)); ok {
+			if p, ok := w.prefix(a, path.Key("addresses").Index(i)); ok {
 				itf.Addresses = append(itf.Addresses, p)
 			}
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/diff"
 	"github.com/rogpeppe/go-internal/txtar"
+	"github.com/svcgen/svcgen/load/internal/tree"
+	"github.com/svcgen/svcgen/load/internal/tree/treetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/problems.golden")
@@ -35,7 +37,7 @@ func TestProblemPaths(t *testing.T) {
 		if strings.HasPrefix(f.Name, "minik8s-") {
 			d = MiniK8s
 		}
-		trees, err := slowTrees(f.Data)
+		trees, err := treetest.Reference(f.Data)
 		if err != nil || len(trees) != 1 {
 			t.Fatalf("%s: %d documents, %v", f.Name, len(trees), err)
 		}
@@ -51,7 +53,7 @@ func TestProblemPaths(t *testing.T) {
 			got.WriteString("# " + strings.TrimSpace(f.Name+" "+v.name) + "\n")
 			want := problemText(loadString(t, f.Name, v.yaml, d))
 			got.WriteString(want)
-			if ok, _ := (&Loader{}).readPiece(f.Name, v.json, 0, readJSONText); !ok {
+			if jsonOnly(f.Name, v.json, d) == nil {
 				t.Errorf("%s %s: the JSON reader gave up on\n%s", f.Name, v.name, v.json)
 			}
 			if js := problemText(loadString(t, f.Name, v.json, d)); js != want {
@@ -79,6 +81,9 @@ func TestProblemPaths(t *testing.T) {
 // problemText lists a Loader's errors and warnings, one a line.
 func problemText(l *Loader) string {
 	var b strings.Builder
+	for _, err := range l.InputErrors {
+		b.WriteString("error: " + err.Error() + "\n")
+	}
 	for _, p := range l.Errors.List() {
 		b.WriteString("error: " + p.Error() + "\n")
 	}
@@ -99,35 +104,35 @@ func indent(text, by string) string {
 }
 
 // toJSON writes a tree as JSON, keys in their order, scalars as their tags say.
-func toJSON(n *node) string {
+func toJSON(n *tree.Node) string {
 	var b strings.Builder
-	var write func(n *node)
-	write = func(n *node) {
-		switch n.kind {
-		case mappingNode, sequenceNode:
+	var write func(n *tree.Node)
+	write = func(n *tree.Node) {
+		switch n.Kind {
+		case tree.Mapping, tree.Sequence:
 			open, end := "[", "]"
-			if n.kind == mappingNode {
+			if n.Kind == tree.Mapping {
 				open, end = "{", "}"
 			}
 			b.WriteString(open)
-			for i := range n.content {
+			for i := range n.Content {
 				if i > 0 {
-					b.WriteString(map[bool]string{true: ": ", false: ", "}[n.kind == mappingNode && i%2 == 1])
+					b.WriteString(map[bool]string{true: ": ", false: ", "}[n.Kind == tree.Mapping && i%2 == 1])
 				}
-				write(&n.content[i])
+				write(&n.Content[i])
 			}
 			b.WriteString(end)
-		case scalarNode:
-			switch n.tag {
-			case tagInt, tagFloat:
-				b.WriteString(n.value)
-			case tagBool:
-				v, _ := strconv.ParseBool(n.value)
+		case tree.Scalar:
+			switch n.Tag {
+			case tree.Int, tree.Float:
+				b.WriteString(n.Value)
+			case tree.Bool:
+				v, _ := strconv.ParseBool(n.Value)
 				b.WriteString(strconv.FormatBool(v))
-			case tagNull:
+			case tree.Null:
 				b.WriteString("null")
 			default:
-				q, _ := json.Marshal(n.value)
+				q, _ := json.Marshal(n.Value)
 				b.Write(q)
 			}
 		default:
@@ -137,42 +142,3 @@ func toJSON(n *node) string {
 	write(n)
 	return b.String()
 }
-
-// A fieldPath writes out what joining its steps as strings gives, at any depth and
-// with empty keys too (a label may be named "").
-func TestFieldPath(t *testing.T) {
-	join := func(path, key string) string {
-		if path == "" {
-			return key
-		}
-		return path + "." + key
-	}
-	index := func(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
-	p, want := at(""), ""
-	for i, k := range []string{"spec", "", "containers", "#", "ports", "name", "", "x.y", "z"} {
-		p, want = p.key(k), join(want, k)
-		if i%2 == 0 {
-			p, want = p.index(i), index(want, i)
-		}
-		if i%3 == 0 {
-			p, want = p.index(7), index(want, 7)
-		}
-		if got := p.String(); got != want {
-			t.Fatalf("step %d: %q, want %q", i, got, want)
-		}
-	}
-	if got := at("").index(3).index(4).String(); got != "[3][4]" {
-		t.Errorf("indexes alone: %q", got)
-	}
-	if got := at("spec.ports").index(2).key("port").String(); got != "spec.ports[2].port" {
-		t.Errorf("%q", got)
-	}
-	if n := testing.AllocsPerRun(100, func() {
-		p := at("spec").key("containers").index(1).key("ports").index(2)
-		sink = p.key("name").n
-	}); n != 0 {
-		t.Errorf("building a path allocates %v times", n)
-	}
-}
-
-var sink uint8

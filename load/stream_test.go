@@ -1,21 +1,18 @@
 package load
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
-	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/svcgen/svcgen/gen"
 )
 
-// splitStream's pieces make up the input; each but the first starts at a "---" line
-// and each but the last holds at least min bytes.
-func TestSplitStream(t *testing.T) {
+// The splitter's pieces make up the input, whether it cuts text or reads it; each
+// piece but the first starts at a "---" line and each but the last holds at least
+// min bytes; text and reader are cut alike, but that text keeps a short last piece
+// with the one before.
+func TestSplitter(t *testing.T) {
 	long := strings.Repeat("x", 100<<10)
 	for name, src := range map[string]string{
 		"empty":       "",
@@ -26,76 +23,75 @@ func TestSplitStream(t *testing.T) {
 		"end marker":  strings.Repeat("a: 1\n", 30) + "---",
 	} {
 		for _, min := range []int{1, 7, 64, 1000} {
-			var pieces []string
-			err := splitStream(iotest.HalfReader(strings.NewReader(src)), min, func(text string, first bool) {
-				if first != (len(pieces) == 0) {
-					t.Errorf("%s/%d: piece %d first: %v", name, min, len(pieces), first)
-				}
-				pieces = append(pieces, text)
-			})
-			if err != nil {
-				t.Fatal(err)
+			text := pieces(t, splitText(src, min))
+			read := pieces(t, splitReader(iotest.HalfReader(strings.NewReader(src)), min))
+			// Text is cut as a reader is, but where the last piece would be short.
+			same := read
+			if n := len(read); n > 1 && len(read[n-1]) < min {
+				same = append(read[:n-2:n-2], read[n-2]+read[n-1])
 			}
-			if got := strings.Join(pieces, ""); got != src {
+			if strings.Join(text, "|") != strings.Join(same, "|") {
+				t.Errorf("%s/%d: text and reader cut apart: %d and %d pieces", name, min, len(text), len(read))
+			}
+			if got := strings.Join(read, ""); got != src {
 				t.Errorf("%s/%d: the pieces make %q", name, min, got)
 			}
-			for i, p := range pieces {
+			for i, p := range read {
 				if i > 0 && !isMarker(p) {
 					t.Errorf("%s/%d: piece %d starts %q", name, min, i, p[:len(p)/2])
 				}
-				if i < len(pieces)-1 && len(p) < min {
+				if i < len(read)-1 && len(p) < min {
 					t.Errorf("%s/%d: piece %d has %d bytes", name, min, i, len(p))
 				}
 			}
-			if name == "markers" && min == 64 && len(pieces) < 10 {
-				t.Errorf("%s/%d: only %d pieces", name, min, len(pieces))
+			if name == "markers" && min == 64 && len(read) < 10 {
+				t.Errorf("%s/%d: only %d pieces", name, min, len(read))
 			}
 		}
 	}
-	err := splitStream(strings.NewReader("a: 1\n\x00"), 1, func(string, bool) {})
-	if !errors.Is(err, errBinary) {
-		t.Errorf("NUL: %v", err)
-	}
-	err = splitStream(iotest.ErrReader(io.ErrClosedPipe), 1, func(string, bool) {})
+	_, _, err := splitReader(iotest.ErrReader(io.ErrClosedPipe), 1).next(0)
 	if !errors.Is(err, io.ErrClosedPipe) {
 		t.Errorf("read error: %v", err)
 	}
 }
 
-// A file read as a stream loads as its text does: same objects, documents numbered
-// the same, same problems. On what the fast reader gives up, nothing is loaded.
-func TestStreamLoadsAsText(t *testing.T) {
-	var buf bytes.Buffer
-	if err := gen.Write(&buf, gen.Options{Services: 200, Endpoints: 3}); err != nil {
-		t.Fatal(err)
+// pieces are the texts of every piece s cuts, checking that each is numbered after
+// the documents before it.
+func pieces(t *testing.T, s *splitter) []string {
+	t.Helper()
+	var out []string
+	for first := 0; ; {
+		p, more, err := s.next(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more {
+			return out
+		}
+		if p.first != first {
+			t.Fatalf("piece %d numbered from %d, want %d", len(out), p.first, first)
+		}
+		first += p.docs
+		out = append(out, p.text)
 	}
-	src := "# head\n---\n---\n" + strings.Replace(buf.String(), "port: 80\n", "port: 80000\n", 7) +
-		"---\napiVersion: v1\nkind: Service\nmetadata: {name: \"HelloService\"}\nspec: {ports: [{port: 1}]}\n"
-	whole := &Loader{}
-	whole.Text("x.yaml", src)
-	if whole.Errors.Len() != 7 || whole.Warnings.Len() == 0 {
-		t.Fatalf("%d errors, %d warnings", whole.Errors.Len(), whole.Warnings.Len())
+}
+
+// A document of many megabytes, a List as "kubectl get -o yaml" prints it, is read
+// from a file in linear time: the splitter looks for a cut only in what it has not
+// searched yet (it searched the whole of what it held after each read, which took
+// minutes for a few megabytes).
+func TestSplitterOneLargeDocument(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+	for b.Len() < 4<<20 {
+		b.WriteString("- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n")
 	}
-	for _, min := range []int{5000, 50000, 1 << 30} {
-		l := &Loader{}
-		ok, err := l.streamYAML("x.yaml", strings.NewReader(src), min)
-		if !ok || err != nil {
-			t.Fatalf("%d: %v %v", min, ok, err)
-		}
-		if !reflect.DeepEqual(l.Cluster, whole.Cluster) {
-			t.Errorf("%d: the objects differ", min)
-		}
-		if got, want := fmt.Sprint(l.Errors.Err()), fmt.Sprint(whole.Errors.Err()); got != want {
-			t.Errorf("%d: errors\n%s\nwant\n%s", min, got, want)
-		}
-		if !reflect.DeepEqual(l.Warnings, whole.Warnings) {
-			t.Errorf("%d: warnings differ", min)
-		}
+	s := splitReader(iotest.HalfReader(strings.NewReader(b.String())), 1000)
+	got := pieces(t, s)
+	if len(got) != 1 || got[0] != b.String() {
+		t.Errorf("%d pieces", len(got))
 	}
-	// An anchor near the end: the fast reader gives up on the last piece only.
-	l := &Loader{}
-	ok, err := l.streamYAML("x.yaml", strings.NewReader(src+"---\na: &x 1\nb: *x\n"), 1000)
-	if ok || err != nil || len(l.Cluster.Services) != 0 || l.Errors.Len() != 0 {
-		t.Errorf("streamYAML took an anchor: %v %v, %d services", ok, err, len(l.Cluster.Services))
+	if s.searched > 2*b.Len() {
+		t.Errorf("searched %d bytes of %d for a cut", s.searched, b.Len())
 	}
 }

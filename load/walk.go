@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svcgen/svcgen/load/internal/tree"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -16,6 +17,7 @@ type walker struct {
 	errs    *model.Problems
 	warns   *model.Problems
 	dialect Dialect
+	strict  bool     // typos are errors (see typo)
 	bools   *[2]bool // false and true, for boolPtr
 	text    *keeper  // where the strings it returns are kept
 }
@@ -67,49 +69,49 @@ func (k *keeper) room(n int) {
 }
 
 // errorf reports a problem at a field: the one place where its path is written out.
-func (w *walker) errorf(field fieldPath, format string, args ...any) {
+func (w *walker) errorf(field tree.Path, format string, args ...any) {
 	w.errs.Add(w.origin, field.String(), format, args...)
 }
 
 // warnf reports a warning at a field.
-func (w *walker) warnf(field fieldPath, format string, args ...any) {
+func (w *walker) warnf(field tree.Path, format string, args ...any) {
 	w.warns.Add(w.origin, field.String(), format, args...)
 }
 
 // mapping returns the mapping at key (nil when absent), reporting any other shape.
-func (w *walker) mapping(parent *node, path fieldPath, key string) *node {
-	n := get(parent, key)
-	if isNull(n) {
+func (w *walker) mapping(parent *tree.Node, path tree.Path, key string) *tree.Node {
+	n := tree.Get(parent, key)
+	if tree.IsNull(n) {
 		return nil
 	}
-	if n.kind != mappingNode {
-		w.errorf(path.key(key), "expected a mapping, got %s", describe(n))
+	if n.Kind != tree.Mapping {
+		w.errorf(path.Key(key), "expected a mapping, got %s", tree.Describe(n))
 		return nil
 	}
 	return n
 }
 
 // seq calls fn for each item of the list at key.
-func (w *walker) seq(parent *node, path fieldPath, key string, fn func(item *node, itemPath fieldPath)) {
-	n := get(parent, key)
-	if isNull(n) {
+func (w *walker) seq(parent *tree.Node, path tree.Path, key string, fn func(item *tree.Node, itemPath tree.Path)) {
+	n := tree.Get(parent, key)
+	if tree.IsNull(n) {
 		return
 	}
-	p := path.key(key)
-	if n.kind != sequenceNode {
-		w.errorf(p, "expected a list, got %s", describe(n))
+	p := path.Key(key)
+	if n.Kind != tree.Sequence {
+		w.errorf(p, "expected a list, got %s", tree.Describe(n))
 		return
 	}
-	for i := range n.content {
-		fn(&n.content[i], p.index(i))
+	for i := range n.Content {
+		fn(&n.Content[i], p.Index(i))
 	}
 }
 
 // items calls fn for each item of the list at key, each of which must be a mapping.
-func (w *walker) items(parent *node, path fieldPath, key string, fn func(item *node, itemPath fieldPath)) {
-	w.seq(parent, path, key, func(item *node, p fieldPath) {
-		if item.kind != mappingNode {
-			w.errorf(p, "expected a mapping, got %s", describe(item))
+func (w *walker) items(parent *tree.Node, path tree.Path, key string, fn func(item *tree.Node, itemPath tree.Path)) {
+	w.seq(parent, path, key, func(item *tree.Node, p tree.Path) {
+		if item.Kind != tree.Mapping {
+			w.errorf(p, "expected a mapping, got %s", tree.Describe(item))
 			return
 		}
 		fn(item, p)
@@ -117,35 +119,35 @@ func (w *walker) items(parent *node, path fieldPath, key string, fn func(item *n
 }
 
 // str reads a string field.
-func (w *walker) str(parent *node, key string) string {
-	return w.strAt(parent, fieldPath{}, key)
+func (w *walker) str(parent *tree.Node, key string) string {
+	return w.strAt(parent, tree.Path{}, key)
 }
 
-func (w *walker) strAt(parent *node, path fieldPath, key string) string {
-	n := get(parent, key)
-	if isNull(n) {
+func (w *walker) strAt(parent *tree.Node, path tree.Path, key string) string {
+	n := tree.Get(parent, key)
+	if tree.IsNull(n) {
 		return ""
 	}
-	if n.kind != scalarNode || n.tag != tagStr {
-		w.errorf(path.key(key), "expected a string, got %s", describe(n))
+	if n.Kind != tree.Scalar || n.Tag != tree.Str {
+		w.errorf(path.Key(key), "expected a string, got %s", tree.Describe(n))
 		return ""
 	}
-	return w.text.keep(n.value)
+	return w.text.keep(n.Value)
 }
 
 // strItem reads a list item that must be a string.
-func (w *walker) strItem(n *node, path fieldPath) (string, bool) {
-	if n.kind != scalarNode || n.tag != tagStr {
-		w.errorf(path, "expected a string, got %s", describe(n))
+func (w *walker) strItem(n *tree.Node, path tree.Path) (string, bool) {
+	if n.Kind != tree.Scalar || n.Tag != tree.Str {
+		w.errorf(path, "expected a string, got %s", tree.Describe(n))
 		return "", false
 	}
-	return w.text.keep(n.value), true
+	return w.text.keep(n.Value), true
 }
 
 // strList reads a list of strings.
-func (w *walker) strList(parent *node, path fieldPath, key string) []string {
+func (w *walker) strList(parent *tree.Node, path tree.Path, key string) []string {
 	var out []string
-	w.seq(parent, path, key, func(item *node, p fieldPath) {
+	w.seq(parent, path, key, func(item *tree.Node, p tree.Path) {
 		if s, ok := w.strItem(item, p); ok {
 			out = append(out, s)
 		}
@@ -154,29 +156,29 @@ func (w *walker) strList(parent *node, path fieldPath, key string) []string {
 }
 
 // has reports whether key is present and not null.
-func has(parent *node, key string) bool { return !isNull(get(parent, key)) }
+func has(parent *tree.Node, key string) bool { return !tree.IsNull(tree.Get(parent, key)) }
 
 // boolean reads a bool field; ok is false when absent.
-func (w *walker) boolean(parent *node, path fieldPath, key string) (v, ok bool) {
-	n := get(parent, key)
-	if isNull(n) {
+func (w *walker) boolean(parent *tree.Node, path tree.Path, key string) (v, ok bool) {
+	n := tree.Get(parent, key)
+	if tree.IsNull(n) {
 		return false, false
 	}
-	if n.kind != scalarNode || n.tag != tagBool {
-		w.errorf(path.key(key), "expected true or false, got %s", describe(n))
+	if n.Kind != tree.Scalar || n.Tag != tree.Bool {
+		w.errorf(path.Key(key), "expected true or false, got %s", tree.Describe(n))
 		return false, false
 	}
-	b, err := strconv.ParseBool(n.value)
+	b, err := strconv.ParseBool(n.Value)
 	if err != nil {
 		// YAML 1.1 spellings such as "yes" are tagged !!bool by the parser too.
-		b = n.value == "yes" || n.value == "Yes" || n.value == "on" || n.value == "On"
+		b = n.Value == "yes" || n.Value == "Yes" || n.Value == "on" || n.Value == "On"
 	}
 	return b, true
 }
 
 // boolPtr reads an optional bool. The pointer is to one of the Loader's two values,
 // shared by every object it loads: model values are read, never written through.
-func (w *walker) boolPtr(parent *node, path fieldPath, key string) *bool {
+func (w *walker) boolPtr(parent *tree.Node, path tree.Path, key string) *bool {
 	v, ok := w.boolean(parent, path, key)
 	if !ok {
 		return nil
@@ -188,19 +190,19 @@ func (w *walker) boolPtr(parent *node, path fieldPath, key string) *bool {
 }
 
 // integer reads an integer field in [min, max]; ok is false when absent or wrong.
-func (w *walker) integer(parent *node, path fieldPath, key string, min, max int64) (int64, bool) {
-	n := get(parent, key)
-	if isNull(n) {
+func (w *walker) integer(parent *tree.Node, path tree.Path, key string, min, max int64) (int64, bool) {
+	n := tree.Get(parent, key)
+	if tree.IsNull(n) {
 		return 0, false
 	}
-	p := path.key(key)
-	if n.kind != scalarNode || n.tag != tagInt {
-		w.errorf(p, "expected a number, got %s", describe(n))
+	p := path.Key(key)
+	if n.Kind != tree.Scalar || n.Tag != tree.Int {
+		w.errorf(p, "expected a number, got %s", tree.Describe(n))
 		return 0, false
 	}
-	v, err := strconv.ParseInt(n.value, 0, 64)
+	v, err := strconv.ParseInt(n.Value, 0, 64)
 	if err != nil {
-		w.errorf(p, "%s is not a whole number in range", n.value)
+		w.errorf(p, "%s is not a whole number in range", n.Value)
 		return 0, false
 	}
 	if v < min || v > max {
@@ -211,31 +213,31 @@ func (w *walker) integer(parent *node, path fieldPath, key string, min, max int6
 }
 
 // port reads a port number 1-65535; 0 when absent.
-func (w *walker) port(parent *node, path fieldPath, key string) int32 {
+func (w *walker) port(parent *tree.Node, path tree.Path, key string) int32 {
 	v, _ := w.integer(parent, path, key, 1, 65535)
 	return int32(v)
 }
 
 // stringMap reads labels, annotations or a selector.
-func (w *walker) stringMap(parent *node, path fieldPath, key string) map[string]string {
+func (w *walker) stringMap(parent *tree.Node, path tree.Path, key string) map[string]string {
 	n := w.mapping(parent, path, key)
 	if n == nil {
 		return nil
 	}
-	m := make(map[string]string, len(n.content)/2)
-	for i := 0; i+1 < len(n.content); i += 2 {
-		k, v := &n.content[i], &n.content[i+1]
-		if v.kind != scalarNode || v.tag == tagNull {
-			w.errorf(path.key(key).key(k.value), "expected a string, got %s", describe(v))
+	m := make(map[string]string, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := &n.Content[i], &n.Content[i+1]
+		if v.Kind != tree.Scalar || v.Tag == tree.Null {
+			w.errorf(path.Key(key).Key(k.Value), "expected a string, got %s", tree.Describe(v))
 			continue
 		}
-		m[w.text.keep(k.value)] = w.text.keep(v.value)
+		m[w.text.keep(k.Value)] = w.text.keep(v.Value)
 	}
 	return m
 }
 
 // addr parses an IP address (sloppily, as kube-proxy does).
-func (w *walker) addr(s string, path fieldPath) (netip.Addr, bool) {
+func (w *walker) addr(s string, path tree.Path) (netip.Addr, bool) {
 	a, err := model.ParseAddr(s)
 	if err != nil {
 		w.errorf(path, "%v", err)
@@ -246,21 +248,21 @@ func (w *walker) addr(s string, path fieldPath) (netip.Addr, bool) {
 
 // addrAt reads a required IP address field; a field that is absent, not a string or
 // not an address is reported once, at the field.
-func (w *walker) addrAt(parent *node, path fieldPath, key string) (netip.Addr, bool) {
-	n := get(parent, key)
-	if isNull(n) {
-		w.errorf(path.key(key), "missing")
+func (w *walker) addrAt(parent *tree.Node, path tree.Path, key string) (netip.Addr, bool) {
+	n := tree.Get(parent, key)
+	if tree.IsNull(n) {
+		w.errorf(path.Key(key), "missing")
 		return netip.Addr{}, false
 	}
-	s, ok := w.strItem(n, path.key(key))
+	s, ok := w.strItem(n, path.Key(key))
 	if !ok {
 		return netip.Addr{}, false
 	}
-	return w.addr(s, path.key(key))
+	return w.addr(s, path.Key(key))
 }
 
 // prefix parses a CIDR.
-func (w *walker) prefix(s string, path fieldPath) (netip.Prefix, bool) {
+func (w *walker) prefix(s string, path tree.Path) (netip.Prefix, bool) {
 	p, err := model.ParsePrefix(s)
 	if err != nil {
 		w.errorf(path, "%v", err)
@@ -270,21 +272,21 @@ func (w *walker) prefix(s string, path fieldPath) (netip.Prefix, bool) {
 }
 
 // protocol reads a protocol field; TCP when absent.
-func (w *walker) protocol(parent *node, path fieldPath, key string) model.Protocol {
+func (w *walker) protocol(parent *tree.Node, path tree.Path, key string) model.Protocol {
 	s := w.strAt(parent, path, key)
 	if s == "" {
 		return model.TCP
 	}
 	p, err := model.ParseProtocol(s, w.dialect == MiniK8s)
 	if err != nil {
-		w.errorf(path.key(key), "%v", err)
+		w.errorf(path.Key(key), "%v", err)
 		return model.TCP
 	}
 	return p
 }
 
 // name validates text that reaches rules; see model.CheckName.
-func (w *walker) name(s string, path fieldPath, rule model.NameRule) bool {
+func (w *walker) name(s string, path tree.Path, rule model.NameRule) bool {
 	warning, err := model.CheckName(s, rule)
 	if err != nil {
 		w.errorf(path, "%v", err)

@@ -15,9 +15,13 @@ type Config struct {
 	DetectLocalMode     string // ClusterCIDR (default), NodeCIDR, BridgeInterface, InterfaceNamePrefix
 	BridgeInterface     string
 	InterfaceNamePrefix string
-	// NodePortAddresses are CIDRs; NodePortPrimary is the special value "primary".
+	// NodePortAddresses are CIDRs; NodePortPrimary, NodePortLocalhost and NodePortAll
+	// are the keywords "primary", "localhost" and "all" (v1.37 accepts them mixed with
+	// CIDRs; before, only "primary", alone).
 	NodePortAddresses []netip.Prefix
 	NodePortPrimary   bool
+	NodePortLocalhost bool
+	NodePortAll       bool
 	IPTables          IPTablesConfig
 	IPVS              IPVSConfig
 	NFTables          NFTablesConfig
@@ -61,13 +65,15 @@ type Interface struct {
 
 // NodeEnvironment (svcgen/v1alpha1) is what kube-proxy would probe on the node at run
 // time: the IP family of this compile, what the iptables binary and kernel support, and
-// the node's interface addresses (for nodePortAddresses).
+// the node's interface addresses (for nodePortAddresses). The defaults are what
+// kube-proxy finds on a current stock kernel and iptables: --random-fully and the
+// nfnetlink_acct counters supported, nf_conntrack_tcp_be_liberal off.
 type NodeEnvironment struct {
 	Origin
 	Node         string
 	IPFamily     IPFamily
 	RandomFully  bool // default true
-	NFAcct       bool // default false
+	NFAcct       bool // default true
 	TCPBeLiberal bool
 	Interfaces   []Interface // nil: the Node's InternalIPs only
 }

@@ -87,6 +87,9 @@ type Origin struct {
 func (o Origin) String() string {
 	var b strings.Builder
 	b.WriteString(o.File)
+	if o.Doc == 0 {
+		return b.String() // a file that is not manifests (a lock file)
+	}
 	b.WriteString(": document ")
 	b.WriteString(strconv.Itoa(o.Doc))
 	if o.Kind != "" {
@@ -286,6 +289,9 @@ type Node struct {
 	Labels    map[string]string
 	Addresses []NodeAddress
 	PodCIDRs  []netip.Prefix
+	// KubeletVersion is status.nodeInfo.kubeletVersion ("v1.37.2"): kube-proxy runs
+	// the kubelet's minor release, so it says which layout the node's rules have.
+	KubeletVersion string
 }
 
 // Zone is the node's topology.kubernetes.io/zone label.

@@ -113,6 +113,19 @@ func CheckName(s string, rule NameRule) (warning string, err error) {
 	return "", nil
 }
 
+// CheckNodeName checks a node name (--node, hostnameOverride) as the API server
+// checks a Node's: a DNS-1123 subdomain.
+func CheckNodeName(name string) error {
+	warning, err := CheckName(name, DNS1123Subdomain)
+	if err != nil {
+		return err
+	}
+	if warning != "" {
+		return errors.New(warning)
+	}
+	return nil
+}
+
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 )
 
 // setIndex is one ipset, ready for "-m set --match-set NAME FLAGS" lookups.
@@ -18,12 +18,12 @@ type setIndex struct {
 	keys map[string][]netip.Prefix
 }
 
-func indexSets(sets []*ipvsadm.Set) map[string]*setIndex {
+func indexSets(sets []*ipvssyntax.Set) map[string]*setIndex {
 	out := map[string]*setIndex{}
 	for _, s := range sets {
 		si := &setIndex{typ: s.Type, keys: map[string][]netip.Prefix{}}
 		for _, e := range s.Entries {
-			if s.Type == ipvsadm.HashIPPortNet {
+			if s.Type == ipvssyntax.HashIPPortNet {
 				if i := strings.LastIndexByte(e, ','); i > 0 {
 					if p, err := netip.ParsePrefix(e[i+1:]); err == nil {
 						si.keys[e[:i]] = append(si.keys[e[:i]], p)
@@ -41,16 +41,16 @@ func indexSets(sets []*ipvsadm.Set) map[string]*setIndex {
 // dims are the parts of an entry of each set type, as "--match-set NAME FLAGS" gives
 // one flag (src or dst) for each.
 var dims = map[string][]string{
-	ipvsadm.HashIP:        {"ip"},
-	ipvsadm.HashIPPort:    {"ip", "port"},
-	ipvsadm.HashIPPortIP:  {"ip", "port", "ip"},
-	ipvsadm.HashIPPortNet: {"ip", "port", "net"},
-	ipvsadm.BitmapPort:    {"port"},
+	ipvssyntax.HashIP:        {"ip"},
+	ipvssyntax.HashIPPort:    {"ip", "port"},
+	ipvssyntax.HashIPPortIP:  {"ip", "port", "ip"},
+	ipvssyntax.HashIPPortNet: {"ip", "port", "net"},
+	ipvssyntax.BitmapPort:    {"port"},
 }
 
 // setMatch evaluates "-m set [!] --match-set NAME FLAGS". A source port is not
 // modelled (a client's port can be anything), so a flag asking for one never matches.
-func (t *IPTables) setMatch(m iptables.Module, st state) (match, error) {
+func (t *IPTables) setMatch(m iptsyntax.Module, st state) (match, error) {
 	o, ok := m.Opt("match-set")
 	if !ok || len(o.Values) < 2 {
 		return never, fmt.Errorf("cannot trace -m set without --match-set NAME FLAGS")
@@ -83,7 +83,7 @@ func (t *IPTables) setMatch(m iptables.Module, st state) (match, error) {
 				known = false
 			}
 			port := strconv.Itoa(int(st.pkt.DPort))
-			if si.typ != ipvsadm.BitmapPort {
+			if si.typ != ipvssyntax.BitmapPort {
 				port = st.pkt.Proto + ":" + port
 			}
 			parts = append(parts, port)
@@ -93,7 +93,7 @@ func (t *IPTables) setMatch(m iptables.Module, st state) (match, error) {
 		nets, in := si.keys[strings.Join(parts, ",")]
 		switch {
 		case !in:
-		case si.typ == ipvsadm.HashIPPortNet:
+		case si.typ == ipvssyntax.HashIPPortNet:
 			for _, p := range nets {
 				hit = hit || p.Contains(net)
 			}
@@ -106,7 +106,7 @@ func (t *IPTables) setMatch(m iptables.Module, st state) (match, error) {
 
 // ipvsMatch evaluates "-m ipvs": the packet is one IPVS scheduled, for that virtual
 // server. --vproto is a name in kube-proxy's rules and a number in iptables-save's.
-func ipvsMatch(m iptables.Module, st state) (match, error) {
+func ipvsMatch(m iptsyntax.Module, st state) (match, error) {
 	for _, o := range m.Opts {
 		var ok bool
 		switch o.Name {
@@ -119,7 +119,7 @@ func ipvsMatch(m iptables.Module, st state) (match, error) {
 			}
 			ok = st.vs != nil && p.Contains(st.vs.Address.Addr())
 		case "vproto":
-			ok = st.vs != nil && iptables.ProtocolName(o.Value()) == st.vs.Protocol.Lower()
+			ok = st.vs != nil && iptsyntax.ProtocolName(o.Value()) == st.vs.Protocol.Lower()
 		case "vport":
 			ok = st.vs != nil && o.Value() == strconv.Itoa(int(st.vs.Address.Port()))
 		default:
@@ -143,7 +143,7 @@ func withBits(s string) string {
 }
 
 // physdev evaluates "-m physdev": the packets svcgen traces never cross a bridge port.
-func physdev(m iptables.Module) match {
+func physdev(m iptsyntax.Module) match {
 	for _, o := range m.Opts {
 		if !o.Not { // every physdev test is false for a packet that crossed no bridge
 			return never

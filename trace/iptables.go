@@ -9,21 +9,21 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 )
 
 // IPTables traces packets through an iptables ruleset (svcgen output or iptables-save).
 // A payload without built-in chains (kube-proxy's --noflush input) gets kube-proxy's
 // jump rules into its chains, as a node that runs kube-proxy has them.
 type IPTables struct {
-	rs   *iptables.Ruleset
+	rs   *iptsyntax.Ruleset
 	host Host
-	spec map[*iptables.Rule]*iptables.Spec
+	spec map[*iptsyntax.Rule]*iptsyntax.Spec
 	// chains holds each chain's rules understood, and an index for long chains.
-	chains map[*iptables.Chain]*chainIndex
+	chains map[*iptsyntax.Chain]*chainIndex
 	// owners names the Service port behind each hashed chain.
-	owners iptables.Owners
+	owners iptsyntax.Owners
 	// sets are the ipsets "-m set" looks in (ipvs mode); nil without them.
 	sets map[string]*setIndex
 }
@@ -33,7 +33,7 @@ type IPTables struct {
 // the one destination address most of its rules match, so a trace looks only at the
 // rules for its destination and the rules that match other destinations or none.
 type chainIndex struct {
-	specs []*iptables.Spec
+	specs []*iptsyntax.Spec
 	texts []string // each rule as a Step shows it
 	// byDst lists the rules whose -d is one address, by that address; other lists the
 	// rest. Both are in rule order; nil byDst means the chain is not indexed.
@@ -44,8 +44,8 @@ type chainIndex struct {
 // indexFrom is how many rules a chain needs before it is indexed.
 const indexFrom = 32
 
-func newChainIndex(c *iptables.Chain, specs map[*iptables.Rule]*iptables.Spec) *chainIndex {
-	ci := &chainIndex{specs: make([]*iptables.Spec, len(c.Rules)), texts: make([]string, len(c.Rules))}
+func newChainIndex(c *iptsyntax.Chain, specs map[*iptsyntax.Rule]*iptsyntax.Spec) *chainIndex {
+	ci := &chainIndex{specs: make([]*iptsyntax.Spec, len(c.Rules)), texts: make([]string, len(c.Rules))}
 	for i := range c.Rules {
 		ci.specs[i] = specs[&c.Rules[i]]
 		ci.texts[i] = c.Rules[i].Text()
@@ -85,13 +85,13 @@ func (ci *chainIndex) rules(dst netip.Addr) []int {
 }
 
 // NewIPTables prepares a ruleset for tracing; every rule must be understood.
-func NewIPTables(rs *iptables.Ruleset, host Host) (*IPTables, error) {
-	t := &IPTables{rs: addJumps(rs), host: host, spec: map[*iptables.Rule]*iptables.Spec{}}
+func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
+	t := &IPTables{rs: addJumps(rs), host: host, spec: map[*iptsyntax.Rule]*iptsyntax.Spec{}}
 	for _, tb := range t.rs.Tables {
 		for _, c := range tb.Chains {
 			for i := range c.Rules {
 				r := &c.Rules[i]
-				s, err := iptables.ParseSpec(r.Args)
+				s, err := iptsyntax.ParseSpec(r.Args)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %v", r.Text(), err)
 				}
@@ -99,8 +99,8 @@ func NewIPTables(rs *iptables.Ruleset, host Host) (*IPTables, error) {
 			}
 		}
 	}
-	t.owners = iptables.FindOwners(t.rs)
-	t.chains = map[*iptables.Chain]*chainIndex{}
+	t.owners = iptsyntax.FindOwners(t.rs)
+	t.chains = map[*iptsyntax.Chain]*chainIndex{}
 	for _, tb := range t.rs.Tables {
 		for _, c := range tb.Chains {
 			t.chains[c] = newChainIndex(c, t.spec)
@@ -111,24 +111,24 @@ func NewIPTables(rs *iptables.Ruleset, host Host) (*IPTables, error) {
 
 // addJumps returns the ruleset with kube-proxy's jump rules in built-in chains that are
 // missing.
-func addJumps(rs *iptables.Ruleset) *iptables.Ruleset {
-	out := &iptables.Ruleset{}
+func addJumps(rs *iptsyntax.Ruleset) *iptsyntax.Ruleset {
+	out := &iptsyntax.Ruleset{}
 	for _, t := range rs.Tables {
-		nt := &iptables.Table{Name: t.Name, Deleted: t.Deleted}
+		nt := &iptsyntax.Table{Name: t.Name, Deleted: t.Deleted}
 		have := map[string]bool{}
 		for _, c := range t.Chains {
 			have[c.Name] = true
 		}
 		// Jumps into chains the ruleset has, in built-in chains it lacks.
-		added := map[string]*iptables.Chain{}
-		for _, j := range iptables.JumpRules(t.Name) {
+		added := map[string]*iptsyntax.Chain{}
+		for _, j := range iptsyntax.JumpRules(t.Name) {
 			target := j.Args[len(j.Args)-1]
 			if have[j.Chain] || !have[target] {
 				continue
 			}
 			c := added[j.Chain]
 			if c == nil {
-				c = &iptables.Chain{Name: j.Chain, Policy: "ACCEPT"}
+				c = &iptsyntax.Chain{Name: j.Chain, Policy: "ACCEPT"}
 				added[j.Chain] = c
 				nt.Chains = append(nt.Chains, c)
 			}
@@ -137,7 +137,7 @@ func addJumps(rs *iptables.Ruleset) *iptables.Ruleset {
 		nt.Chains = append(nt.Chains, t.Chains...)
 		out.Tables = append(out.Tables, nt)
 	}
-	return iptables.Reindex(out)
+	return iptsyntax.Reindex(out)
 }
 
 // state is one branch of a packet on its way.
@@ -149,7 +149,7 @@ type state struct {
 	marked   bool
 	affinity bool
 	// vs is the IPVS virtual server that scheduled the packet (ipvs mode).
-	vs   *ipvsadm.VirtualServer
+	vs   *ipvssyntax.VirtualServer
 	prob *big.Rat
 	path []Step
 }
@@ -269,7 +269,7 @@ const maxDepth = 64
 
 // walk runs the rules of one chain, forking at -m statistic. Most rules match no
 // branch, so the list of live branches is copied only when a rule changes it.
-func (t *IPTables) walk(tb *iptables.Table, c *iptables.Chain, st state, depth int) ([]walkResult, error) {
+func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth int) ([]walkResult, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("chain %s: jumps nest deeper than %d (a loop?)", c.Name, maxDepth)
 	}
@@ -339,7 +339,7 @@ func (t *IPTables) walk(tb *iptables.Table, c *iptables.Chain, st state, depth i
 
 // apply runs a matched rule's target. A result with an empty verdict continues with the
 // next rule.
-func (t *IPTables) apply(tb *iptables.Table, s *iptables.Spec, st state, depth int) ([]walkResult, error) {
+func (t *IPTables) apply(tb *iptsyntax.Table, s *iptsyntax.Spec, st state, depth int) ([]walkResult, error) {
 	switch s.Target {
 	case "":
 		return []walkResult{{st: st}}, nil
@@ -376,7 +376,7 @@ func (t *IPTables) apply(tb *iptables.Table, s *iptables.Spec, st state, depth i
 	return res, nil
 }
 
-func dnat(st state, s *iptables.Spec) ([]walkResult, error) {
+func dnat(st state, s *iptsyntax.Spec) ([]walkResult, error) {
 	o, _ := s.TargetOpt("to-destination")
 	st, err := st.dnatTo(o.Value(), "DNAT")
 	if err != nil {
@@ -405,7 +405,7 @@ func (s state) dnatTo(to, verb string) (state, error) {
 	return s, nil
 }
 
-func setMark(st state, s *iptables.Spec) state {
+func setMark(st state, s *iptsyntax.Spec) state {
 	for _, o := range s.TargetOpts {
 		v, m := parseMark(o.Value())
 		switch o.Name {

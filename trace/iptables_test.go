@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/svcgen/svcgen/emit/iptables"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // upstream's fake node addresses: loopback is always local.
@@ -33,7 +33,7 @@ func loadTracer(t *testing.T, path string) *IPTables {
 // tracerOf parses iptables-save text and makes a tracer for the host.
 func tracerOf(t *testing.T, name string, data []byte, host Host) *IPTables {
 	t.Helper()
-	rs, err := iptables.ParseBytes(name, data)
+	rs, err := iptsyntax.ParseBytes(name, data)
 	if err != nil {
 		t.Fatal(err)
 	}

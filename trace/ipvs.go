@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -37,7 +37,7 @@ import (
 // ICMP port unreachable (the kernel's ip_vs_leave), shown as REJECT.
 type IPVS struct {
 	ipt      *IPTables
-	services map[vsKey]*ipvsadm.VirtualServer
+	services map[vsKey]*ipvssyntax.VirtualServer
 	dummy    map[netip.Addr]bool
 	host     Host
 }
@@ -51,14 +51,14 @@ type vsKey struct {
 // (iptables-save, or the companion payload); nil takes the state's companion chains.
 // Built-in chains the ruleset lacks get kube-proxy's jumps into its chains. host lists the node's own addresses; the addresses bound to
 // kube-ipvs0 (n.Addresses, else the KUBE-IPVS-IPS set) are local too.
-func NewIPVS(n *ipvsadm.Node, rs *iptables.Ruleset, host Host) (*IPVS, error) {
-	t := &IPVS{services: map[vsKey]*ipvsadm.VirtualServer{}, dummy: map[netip.Addr]bool{}}
+func NewIPVS(n *ipvssyntax.Node, rs *iptsyntax.Ruleset, host Host) (*IPVS, error) {
+	t := &IPVS{services: map[vsKey]*ipvssyntax.VirtualServer{}, dummy: map[netip.Addr]bool{}}
 	for _, p := range n.Addresses {
 		t.dummy[p.Addr()] = true
 	}
 	if len(n.Addresses) == 0 { // read from a node: the set lists them (either family's)
 		for _, ipv6 := range []bool{false, true} {
-			if s := n.Set(ipvsadm.SetName("KUBE-IPVS-IPS", ipv6)); s != nil {
+			if s := n.Set(ipvssyntax.SetName("KUBE-IPVS-IPS", ipv6)); s != nil {
 				for _, e := range s.Entries {
 					if a, err := netip.ParseAddr(e); err == nil {
 						t.dummy[a] = true
@@ -87,19 +87,19 @@ func NewIPVS(n *ipvsadm.Node, rs *iptables.Ruleset, host Host) (*IPVS, error) {
 }
 
 // companionRuleset is the iptables ruleset of the state's companion chains.
-func companionRuleset(n *ipvsadm.Node) *iptables.Ruleset {
-	rs := &iptables.Ruleset{}
-	for _, tab := range []ipvsadm.Table{n.NAT, n.Filter} {
+func companionRuleset(n *ipvssyntax.Node) *iptsyntax.Ruleset {
+	rs := &iptsyntax.Ruleset{}
+	for _, tab := range []ipvssyntax.Table{n.NAT, n.Filter} {
 		if tab.Name == "" {
 			continue
 		}
-		tb := &iptables.Table{Name: tab.Name}
-		chains := map[string]*iptables.Chain{}
-		chain := func(name string) *iptables.Chain {
+		tb := &iptsyntax.Table{Name: tab.Name}
+		chains := map[string]*iptsyntax.Chain{}
+		chain := func(name string) *iptsyntax.Chain {
 			if c := chains[name]; c != nil {
 				return c
 			}
-			c := &iptables.Chain{Name: name, Policy: "-", Declared: true}
+			c := &iptsyntax.Chain{Name: name, Policy: "-", Declared: true}
 			chains[name] = c
 			tb.Chains = append(tb.Chains, c)
 			return c
@@ -109,39 +109,39 @@ func companionRuleset(n *ipvsadm.Node) *iptables.Ruleset {
 		}
 		for _, r := range tab.Rules {
 			c := chain(r.Chain)
-			c.Rules = append(c.Rules, iptables.Rule{Chain: r.Chain, Args: r.Args})
+			c.Rules = append(c.Rules, iptsyntax.Rule{Chain: r.Chain, Args: r.Args})
 		}
 		rs.Tables = append(rs.Tables, tb)
 	}
-	return iptables.Reindex(rs)
+	return iptsyntax.Reindex(rs)
 }
 
 // withIPVSJumps returns the ruleset with the ipvs proxier's jumps in the built-in
 // chains it lacks (a payload for iptables-restore --noflush has none), as a node that
 // runs kube-proxy in ipvs mode has them: each inserted at position 1, so a chain lists
 // them in reverse.
-func withIPVSJumps(rs *iptables.Ruleset) *iptables.Ruleset {
-	out := &iptables.Ruleset{}
+func withIPVSJumps(rs *iptsyntax.Ruleset) *iptsyntax.Ruleset {
+	out := &iptsyntax.Ruleset{}
 	for _, t := range rs.Tables {
-		nt := &iptables.Table{Name: t.Name, Deleted: t.Deleted}
-		added := map[string]*iptables.Chain{}
-		for i := len(ipvsadm.Jumps) - 1; i >= 0; i-- {
-			j := ipvsadm.Jumps[i]
+		nt := &iptsyntax.Table{Name: t.Name, Deleted: t.Deleted}
+		added := map[string]*iptsyntax.Chain{}
+		for i := len(ipvssyntax.Jumps) - 1; i >= 0; i-- {
+			j := ipvssyntax.Jumps[i]
 			if j.Table != t.Name || t.Chain(j.From) != nil || t.Chain(j.To) == nil {
 				continue
 			}
 			c := added[j.From]
 			if c == nil {
-				c = &iptables.Chain{Name: j.From, Policy: "ACCEPT", Declared: true}
+				c = &iptsyntax.Chain{Name: j.From, Policy: "ACCEPT", Declared: true}
 				added[j.From] = c
 				nt.Chains = append(nt.Chains, c)
 			}
-			c.Rules = append(c.Rules, iptables.Rule{Chain: j.From, Args: j.Args()})
+			c.Rules = append(c.Rules, iptsyntax.Rule{Chain: j.From, Args: j.Args()})
 		}
 		nt.Chains = append(nt.Chains, t.Chains...)
 		out.Tables = append(out.Tables, nt)
 	}
-	return iptables.Reindex(out)
+	return iptsyntax.Reindex(out)
 }
 
 // Trace follows the first packet of a new connection.
@@ -151,7 +151,7 @@ func (t *IPVS) Trace(p Packet) (*Result, error) {
 	if fromNode && t.dummy[p.Dst] && p.Src != p.Dst {
 		st.pkt.Src = p.Dst
 		st.path = append(st.path, Step{Table: "route", Chain: "source address",
-			Rule: fmt.Sprintf("%s is on %s, so the node's connection to it leaves from %s", p.Dst, ipvsadm.DummyInterface, p.Dst), P: one})
+			Rule: fmt.Sprintf("%s is on %s, so the node's connection to it leaves from %s", p.Dst, ipvssyntax.DummyInterface, p.Dst), P: one})
 	}
 	first := "PREROUTING"
 	if fromNode {
@@ -270,7 +270,7 @@ func (t *IPVS) schedule(st state) []walkResult {
 	}
 	label := strings.Join(vs.For, ", ")
 	if total == 0 {
-		st.path = append(st.path, Step{Table: "ipvs", Chain: ipvsadm.ServiceLine(vs),
+		st.path = append(st.path, Step{Table: "ipvs", Chain: ipvssyntax.ServiceLine(vs),
 			Rule: "no real server takes new connections: ICMP port unreachable", Service: label, P: one})
 		return []walkResult{{st: st, verdict: "REJECT"}}
 	}
@@ -282,10 +282,10 @@ func (t *IPVS) schedule(st state) []walkResult {
 		share := big.NewRat(int64(rs.Weight), int64(total))
 		b := st.fork(share)
 		b.vs = vs
-		b.affinity = vs.Flags&ipvsadm.FlagPersistent != 0
+		b.affinity = vs.Flags&ipvssyntax.FlagPersistent != 0
 		b.pkt.Dst, b.pkt.DPort = rs.Address.Addr(), rs.Address.Port()
 		b.dnat = rs.Address.String()
-		b.path = append(b.path, Step{Table: "ipvs", Chain: ipvsadm.ServiceLine(vs), Rule: ipvsadm.RealLine(vs, rs), Service: label, P: share})
+		b.path = append(b.path, Step{Table: "ipvs", Chain: ipvssyntax.ServiceLine(vs), Rule: ipvssyntax.RealLine(vs, rs), Service: label, P: share})
 		out = append(out, walkResult{st: b})
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
 // match is how a rule matches one branch: with probability p (0: not at all).
@@ -30,7 +30,7 @@ func boolMatch(ok bool) match {
 
 // matches evaluates a rule for a packet state. The packet is the first of a new
 // connection from a client with no affinity yet: "-m recent --rcheck" never matches.
-func (t *IPTables) matches(s *iptables.Spec, st state) (match, error) {
+func (t *IPTables) matches(s *iptsyntax.Spec, st state) (match, error) {
 	p := st.pkt
 	if s.Src.Set() && s.Src.Prefix.Contains(p.Src) == s.Src.Not {
 		return never, nil
@@ -74,7 +74,7 @@ func ifaceMatch(pattern, iface string) bool {
 	return pattern == iface
 }
 
-func (t *IPTables) module(m iptables.Module, st state) (match, error) {
+func (t *IPTables) module(m iptsyntax.Module, st state) (match, error) {
 	switch m.Name {
 	case "comment", "nfacct":
 		return always, nil
@@ -105,7 +105,7 @@ func (t *IPTables) module(m iptables.Module, st state) (match, error) {
 	return never, fmt.Errorf("cannot trace rules with -m %s", m.Name)
 }
 
-func portMatch(m iptables.Module, p Packet) (match, error) {
+func portMatch(m iptsyntax.Module, p Packet) (match, error) {
 	for _, o := range m.Opts {
 		switch o.Name {
 		case "dport", "destination-port":
@@ -140,7 +140,7 @@ func portRange(v string) (lo, hi uint16, err error) {
 	return uint16(x), uint16(y), nil
 }
 
-func (t *IPTables) addrtype(m iptables.Module, st state) (match, error) {
+func (t *IPTables) addrtype(m iptsyntax.Module, st state) (match, error) {
 	for _, o := range m.Opts {
 		addr := st.pkt.Dst
 		switch o.Name {
@@ -163,7 +163,7 @@ func (t *IPTables) addrtype(m iptables.Module, st state) (match, error) {
 // statistic turns "--mode random --probability P" into an exact fraction. kube-proxy
 // writes 1/k with ten digits and the kernel keeps it to 2^-31, so a P within 2^-31 of
 // 1/k is taken to be exactly 1/k.
-func statistic(m iptables.Module) (match, error) {
+func statistic(m iptsyntax.Module) (match, error) {
 	if o, _ := m.Opt("mode"); o.Value() != "random" {
 		return never, fmt.Errorf("cannot trace -m statistic --mode %s", o.Value())
 	}
@@ -186,7 +186,7 @@ func statistic(m iptables.Module) (match, error) {
 }
 
 // ctstate: the traced packet starts a connection (NEW), DNATed once a DNAT happened.
-func ctstate(m iptables.Module, st state) match {
+func ctstate(m iptsyntax.Module, st state) match {
 	for _, o := range m.Opts {
 		if o.Name != "ctstate" && o.Name != "state" {
 			continue

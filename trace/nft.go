@@ -8,21 +8,21 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/nft"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
 // NFT traces packets through one family's kube-proxy nftables table (svcgen's script
-// or "nft list ruleset", read by nft.Parse). It runs the base chains of each hook a
+// or "nft list ruleset", read by nftsyntax.Parse). It runs the base chains of each hook a
 // packet passes in priority order, as netfilter does: prerouting (from another host
 // or a pod) or output (from the node), then input (to a local address after DNAT) or
 // forward, then postrouting.
 type NFT struct {
-	st    *nft.State
+	st    *nftsyntax.State
 	host  Host
 	table string
-	hooks map[knftables.BaseChainHook][]*nft.Chain
-	rules map[*knftables.Rule]*nftRule
+	hooks map[knftables.BaseChainHook][]*nftsyntax.Chain
+	rules map[*knftables.Rule]*nftsyntax.Rule
 	// elems indexes every set and map: name, then the key's parts joined by " . ".
 	elems map[string]map[string]*knftables.Element
 	// labels names the Service port behind each per-service chain.
@@ -31,18 +31,15 @@ type NFT struct {
 	prefixes map[string][]netip.Prefix
 }
 
-// NewNFT prepares a table for tracing; every rule must be one the tracer can read.
-func NewNFT(st *nft.State, host Host) (*NFT, error) {
-	ipX := "ip"
-	if st.Family == knftables.IPv6Family {
-		ipX = "ip6"
-	}
-	t := &NFT{st: st, host: host, table: string(st.Family) + " kube-proxy",
-		hooks: map[knftables.BaseChainHook][]*nft.Chain{}, rules: map[*knftables.Rule]*nftRule{},
+// NewNFT prepares a table for tracing; every rule must be one the tracer can read
+// (nftsyntax.ParseRule).
+func NewNFT(st *nftsyntax.State, host Host) (*NFT, error) {
+	t := &NFT{st: st, host: host, table: string(st.Family) + " " + nftsyntax.TableName,
+		hooks: map[knftables.BaseChainHook][]*nftsyntax.Chain{}, rules: map[*knftables.Rule]*nftsyntax.Rule{},
 		elems: map[string]map[string]*knftables.Element{}, prefixes: map[string][]netip.Prefix{}}
 	for _, c := range st.Chains {
 		for _, r := range c.Rules {
-			pr, err := parseNFTRule(r.Rule, ipX)
+			pr, err := nftsyntax.ParseRule(r.Rule, st.Family)
 			if err != nil {
 				return nil, fmt.Errorf("chain %s: %v", c.Obj.Name, err)
 			}
@@ -52,7 +49,7 @@ func NewNFT(st *nft.State, host Host) (*NFT, error) {
 			t.hooks[*c.Obj.Hook] = append(t.hooks[*c.Obj.Hook], c)
 		}
 	}
-	t.labels = nftLabels(st)
+	t.labels = nftLabels(st, t.rules)
 	for hook, chains := range t.hooks {
 		sort.SliceStable(chains, func(i, j int) bool {
 			pi, _ := knftables.ParsePriority(st.Family, string(*chains[i].Obj.Priority))
@@ -64,11 +61,11 @@ func NewNFT(st *nft.State, host Host) (*NFT, error) {
 		})
 		t.hooks[hook] = chains
 	}
-	for _, cs := range []map[string]*nft.Container{st.Sets, st.Maps} {
+	for _, cs := range []map[string]*nftsyntax.Container{st.Sets, st.Maps} {
 		for name, c := range cs {
 			idx := map[string]*knftables.Element{}
 			for _, e := range c.Elements {
-				k := strings.Join(e.Key, " . ")
+				k := nftsyntax.JoinKey(e.Key)
 				idx[k] = e
 				if p, err := netip.ParsePrefix(k); err == nil {
 					t.prefixes[name] = append(t.prefixes[name], p)
@@ -186,7 +183,7 @@ func (t *NFT) hook(h knftables.BaseChainHook, branches []walkResult) ([]walkResu
 
 // walk runs a chain's rules. A result's verdict is "" when the chain fell off its end
 // or returned, else accept, drop or reject.
-func (t *NFT) walk(c *nft.Chain, st state, depth int) ([]walkResult, error) {
+func (t *NFT) walk(c *nftsyntax.Chain, st state, depth int) ([]walkResult, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("chain %s: jumps nest deeper than %d (a loop?)", c.Obj.Name, maxDepth)
 	}
@@ -201,7 +198,7 @@ func (t *NFT) walk(c *nft.Chain, st state, depth int) ([]walkResult, error) {
 				continue
 			}
 			hit := s.fork(big.NewRat(1, 1))
-			hit.path = append(hit.path, Step{Table: t.table, Chain: c.Obj.Name, Rule: ruleText(r), Service: t.labels[c.Obj.Name], P: one})
+			hit.path = append(hit.path, Step{Table: t.table, Chain: c.Obj.Name, Rule: nftsyntax.RuleLine(r), Service: t.labels[c.Obj.Name], P: one})
 			res, err := t.apply(pr, hit, depth)
 			if err != nil {
 				return nil, fmt.Errorf("chain %s: %v", c.Obj.Name, err)
@@ -225,57 +222,91 @@ func (t *NFT) walk(c *nft.Chain, st state, depth int) ([]walkResult, error) {
 	return done, nil
 }
 
-func ruleText(r *knftables.Rule) string {
-	if r.Comment != nil {
-		return r.Rule + " comment " + strconv.Quote(*r.Comment)
-	}
-	return r.Rule
-}
-
 // apply runs a matched rule's statements and verdict. "" continues with the next rule;
 // "return" leaves the chain.
-func (t *NFT) apply(r *nftRule, st state, depth int) ([]walkResult, error) {
-	for _, s := range r.stmts {
-		switch s.kind {
-		case "mark":
-			switch s.op {
-			case "or":
-				st.mark |= s.value
-			case "xor":
-				st.mark ^= s.value
-			case "and":
-				st.mark &= s.value
-			}
-		case "update":
+func (t *NFT) apply(r *nftsyntax.Rule, st state, depth int) ([]walkResult, error) {
+	for _, s := range r.Stmts {
+		switch s.Kind {
+		case nftsyntax.StmtMark:
+			st.mark = markOp(st.mark, s.Op, s.Value)
+		case nftsyntax.StmtUpdate:
 			st.affinity = true
-		case "masquerade":
+		case nftsyntax.StmtMasquerade:
 			st.masq = true
-		case "dnat":
-			var err error
-			if st, err = st.dnatTo(s.to, "dnat"); err != nil {
-				return nil, err
-			}
+		case nftsyntax.StmtDNAT:
+			return t.dnat(r, s, st, depth)
 		}
 	}
-	v := r.verdict
-	switch v.kind {
-	case "":
+	return t.verdict(r.Verdict, st, depth)
+}
+
+// markOp applies "mark set mark OP value".
+func markOp(mark uint32, op string, v uint32) uint32 {
+	switch op {
+	case "or":
+		return mark | v
+	case "xor":
+		return mark ^ v
+	case "and":
+		return mark & v
+	}
+	return mark
+}
+
+// dnat translates the destination: to the one target, or to each target of a numgen
+// map with its share of the probability. DNAT ends the rule (accept).
+func (t *NFT) dnat(r *nftsyntax.Rule, s nftsyntax.Stmt, st state, depth int) ([]walkResult, error) {
+	var out []walkResult
+	for _, to := range s.To {
+		b := st
+		if len(s.To) > 1 {
+			b = st.fork(big.NewRat(1, int64(len(s.To))))
+		}
+		b, err := b.dnatTo(dnatTarget(to), "dnat")
+		if err != nil {
+			return nil, err
+		}
+		res, err := t.verdict(r.Verdict, b, depth)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+// dnatTarget is "IP:port", or the address alone when the port stays.
+func dnatTarget(to netip.AddrPort) string {
+	if to.Port() == 0 {
+		return to.Addr().String()
+	}
+	return to.String()
+}
+
+// verdict runs how a rule (or a map element) ends.
+func (t *NFT) verdict(v nftsyntax.Verdict, st state, depth int) ([]walkResult, error) {
+	switch v.Kind {
+	case nftsyntax.Continue:
 		return []walkResult{{st: st}}, nil
-	case "accept", "drop", "reject", "return":
-		return []walkResult{{st: st, verdict: v.kind}}, nil
-	case "jump", "goto":
-		return t.call(v.kind, v.chain, st, depth)
-	case "vmap":
-		e := t.elems[v.vmap][t.key(v.key, st)]
+	case nftsyntax.Accept, nftsyntax.Drop, nftsyntax.Reject, nftsyntax.Return:
+		return []walkResult{{st: st, verdict: string(v.Kind)}}, nil
+	case nftsyntax.Jump, nftsyntax.Goto:
+		return t.call(string(v.Kind), v.Chain, st, depth)
+	case nftsyntax.Vmap:
+		e := t.elems[v.Map][t.key(v.Key, st)]
 		if e == nil {
 			return []walkResult{{st: st}}, nil
 		}
-		return t.verdictText(strings.Join(e.Value, " . "), st, depth)
-	case "numgen":
+		ev, err := nftsyntax.ParseVerdict(nftsyntax.JoinKey(e.Value))
+		if err != nil {
+			return nil, fmt.Errorf("map %s: %v", v.Map, err)
+		}
+		return t.verdict(ev, st, depth)
+	case nftsyntax.Numgen:
 		var out []walkResult
-		n := int64(len(v.entries))
-		for _, entry := range v.entries {
-			res, err := t.verdictText(entry, st.fork(big.NewRat(1, n)), depth)
+		n := int64(len(v.Entries))
+		for _, entry := range v.Entries {
+			res, err := t.verdict(entry, st.fork(big.NewRat(1, n)), depth)
 			if err != nil {
 				return nil, err
 			}
@@ -283,19 +314,7 @@ func (t *NFT) apply(r *nftRule, st state, depth int) ([]walkResult, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("verdict %q", v.kind)
-}
-
-// verdictText runs a verdict written as text: a map element's value or a numgen entry.
-func (t *NFT) verdictText(v string, st state, depth int) ([]walkResult, error) {
-	f := strings.Fields(v)
-	switch {
-	case len(f) == 2 && (f[0] == "goto" || f[0] == "jump"):
-		return t.call(f[0], f[1], st, depth)
-	case len(f) == 1 && (f[0] == "accept" || f[0] == "drop" || f[0] == "reject" || f[0] == "return"):
-		return []walkResult{{st: st, verdict: f[0]}}, nil
-	}
-	return nil, fmt.Errorf("verdict %q", v)
+	return nil, fmt.Errorf("verdict %q", v.Kind)
 }
 
 // call runs another chain: after a jump the calling chain goes on when the callee
@@ -320,58 +339,75 @@ func (t *NFT) call(kind, name string, st state, depth int) ([]walkResult, error)
 }
 
 // key builds a lookup key for a concatenation of packet fields.
-func (t *NFT) key(parts []string, st state) string {
-	out := make([]string, len(parts))
-	for i, p := range parts {
-		switch p {
-		case "saddr":
+func (t *NFT) key(fields []nftsyntax.Field, st state) string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		switch f {
+		case nftsyntax.SrcAddr:
 			out[i] = st.pkt.Src.String()
-		case "daddr":
+		case nftsyntax.DstAddr:
 			out[i] = st.pkt.Dst.String()
-		case "proto":
+		case nftsyntax.L4Proto:
 			out[i] = st.pkt.Proto
-		case "dport":
+		case nftsyntax.DstPort:
 			out[i] = strconv.Itoa(int(st.pkt.DPort))
+		case nftsyntax.InIface:
+			out[i] = st.pkt.InIface
 		}
 	}
-	return strings.Join(out, " . ")
+	return nftsyntax.JoinKey(out)
 }
 
 // matches evaluates a rule's conditions for the first packet of a new connection: a
 // dynamic set (affinity) has not seen the client yet.
-func (t *NFT) matches(r *nftRule, st state) bool {
-	for _, m := range r.matches {
-		ok := true
-		switch m.kind {
-		case "ctnew":
-		case "addr":
-			a := t.field(m.field, st)
-			ok = false
-			for _, p := range m.addrs {
-				ok = ok || p.Contains(a)
-			}
-		case "set":
-			ok = t.inSet(m.set, t.field(m.field, st))
-		case "local":
-			ok = t.host.IsLocal(t.field(m.field, st))
-		case "proto":
-			ok = st.pkt.Proto == m.value
-		case "dport":
-			ok = strconv.Itoa(int(st.pkt.DPort)) == m.value
-		case "iface":
-			ok = nftIfaceMatch(m.value, st.pkt.InIface)
-		case "mark":
-			ok = st.mark&m.mask == m.want
-		}
-		if ok == m.not {
+func (t *NFT) matches(r *nftsyntax.Rule, st state) bool {
+	for _, m := range r.Matches {
+		if t.holds(m, st) == m.Not {
 			return false
 		}
 	}
 	return true
 }
 
-func (t *NFT) field(f string, st state) netip.Addr {
-	if f == "saddr" {
+// holds evaluates one condition, before its negation.
+func (t *NFT) holds(m nftsyntax.Match, st state) bool {
+	switch m.Kind {
+	case nftsyntax.MatchCtNew:
+		return true
+	case nftsyntax.MatchCtDNAT:
+		return st.dnat != "" // the connection was translated (before postrouting)
+	case nftsyntax.MatchAddr:
+		a := t.field(m.Field, st)
+		for _, p := range m.Prefixes {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	case nftsyntax.MatchSet:
+		if len(m.Key) == 1 && (m.Key[0] == nftsyntax.SrcAddr || m.Key[0] == nftsyntax.DstAddr) {
+			return t.inSet(m.Set, t.field(m.Key[0], st))
+		}
+		return t.elems[m.Set][t.key(m.Key, st)] != nil
+	case nftsyntax.MatchLocal:
+		return t.host.IsLocal(t.field(m.Field, st))
+	case nftsyntax.MatchValue:
+		switch m.Field {
+		case nftsyntax.L4Proto:
+			return st.pkt.Proto == m.Value
+		case nftsyntax.DstPort:
+			return strconv.Itoa(int(st.pkt.DPort)) == m.Value
+		case nftsyntax.InIface:
+			return nftIfaceMatch(m.Value, st.pkt.InIface)
+		}
+	case nftsyntax.MatchMark:
+		return st.mark&m.Mask == m.Want
+	}
+	return false
+}
+
+func (t *NFT) field(f nftsyntax.Field, st state) netip.Addr {
+	if f == nftsyntax.SrcAddr {
 		return st.pkt.Src
 	}
 	return st.pkt.Dst

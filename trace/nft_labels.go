@@ -1,10 +1,10 @@
 package trace
 
 import (
-	"regexp"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/nft"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
+	"sigs.k8s.io/knftables"
 )
 
 // nftLabels names the Service port behind each of kube-proxy's per-service nftables
@@ -12,17 +12,19 @@ import (
 // ns1/svc1:p80, and "endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80" is its endpoint,
 // whose address the chain's dnat rule gives exactly (the name spells an IPv6 address
 // with dots).
-func nftLabels(st *nft.State) map[string]string {
+func nftLabels(st *nftsyntax.State, rules map[*knftables.Rule]*nftsyntax.Rule) map[string]string {
 	out := map[string]string{}
 	for name, c := range st.Chains {
-		label := nft.PortOf(name)
+		label := nftsyntax.PortOf(name)
 		if label == "" {
 			continue
 		}
 		if strings.Contains(name, "__") { // an endpoint's chain
 			for _, r := range c.Rules {
-				if m := nftDNATTo.FindStringSubmatch(r.Rule); m != nil {
-					label += " -> " + m[1]
+				for _, s := range rules[r].Stmts {
+					if s.Kind == nftsyntax.StmtDNAT && len(s.To) == 1 {
+						label += " -> " + dnatTarget(s.To[0])
+					}
 				}
 			}
 		}
@@ -30,5 +32,3 @@ func nftLabels(st *nft.State) map[string]string {
 	}
 	return out
 }
-
-var nftDNATTo = regexp.MustCompile(`dnat (?:ip6? )?to (\S+)`)

@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
-	"github.com/svcgen/svcgen/emit/nft"
-	"github.com/svcgen/svcgen/ir"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/model"
+	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"sigs.k8s.io/knftables"
 )
 
@@ -122,16 +121,16 @@ func Open(files []File, host Host) (Tracer, error) {
 	switch {
 	case len(byFormat) == 1 && len(byFormat[NFTText]) == 1:
 		f := byFormat[NFTText][0]
-		rs, err := nft.ParseBytes(f.Name, f.Data)
+		rs, err := nftsyntax.ParseBytes(f.Name, f.Data)
 		if err != nil {
 			return nil, err
 		}
-		return nftTracer(rs, host)
+		return NewNFTRuleset(rs, host)
 	case len(byFormat[NFTText]) > 0:
 		return nil, fmt.Errorf("%s: give an nftables ruleset alone", byFormat[NFTText][0].Name)
 	case len(byFormat) == 1 && len(byFormat[ShellScript]) == 1:
 		f := byFormat[ShellScript][0]
-		n, err := ipvsadm.ParseScript(f.Name, bytes.NewReader(f.Data))
+		n, err := ipvssyntax.ParseScript(f.Name, bytes.NewReader(f.Data))
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +141,7 @@ func Open(files []File, host Host) (Tracer, error) {
 		return openIPVS(one, host)
 	}
 	f, _ := one(IPTablesText)
-	rs, err := iptables.ParseBytes(f.Name, f.Data)
+	rs, err := iptsyntax.ParseBytes(f.Name, f.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -157,12 +156,12 @@ func openIPVS(one func(Format) (File, bool), host Host) (Tracer, error) {
 	if !okV || !okS || !okT {
 		return nil, fmt.Errorf("an ipvs node's state is three rulesets: ipvsadm -Sn, ipset save and iptables-save output (or svcgen compile -m ipvs --split's ipvsadm.rules, ipset.restore and iptables.rules); give all three")
 	}
-	n := &ipvsadm.Node{Family: model.IPv4}
+	n := &ipvssyntax.Node{Family: model.IPv4}
 	var err error
-	if n.Services, err = ipvsadm.ParseRulesBytes(vf.Name, vf.Data); err != nil {
+	if n.Services, err = ipvssyntax.ParseRulesBytes(vf.Name, vf.Data); err != nil {
 		return nil, err
 	}
-	if n.Sets, err = ipvsadm.ParseSetsBytes(sf.Name, sf.Data); err != nil {
+	if n.Sets, err = ipvssyntax.ParseSetsBytes(sf.Name, sf.Data); err != nil {
 		return nil, err
 	}
 	for _, vs := range n.Services {
@@ -170,66 +169,16 @@ func openIPVS(one func(Format) (File, bool), host Host) (Tracer, error) {
 			n.Family = model.IPv6
 		}
 	}
-	rs, err := iptables.ParseBytes(tf.Name, tf.Data)
+	rs, err := iptsyntax.ParseBytes(tf.Name, tf.Data)
 	if err != nil {
 		return nil, err
 	}
 	return NewIPVS(n, rs, host)
 }
 
-// ForMap writes a compiled service map in a mode's syntax, reads the text back as a
-// node would hold it, and returns a tracer over it: what svcgen traces when it is given
-// manifests instead of rules.
-func ForMap(mode string, sm *ir.ServiceMap, host Host) (Tracer, error) {
-	switch mode {
-	case "iptables":
-		var b bytes.Buffer
-		if err := iptables.Write(&b, sm, iptables.Options{Format: iptables.Complete}); err != nil {
-			return nil, fmt.Errorf("writing iptables rules: %w", err)
-		}
-		rs, err := iptables.ParseBytes("iptables rules", b.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("reading back iptables rules: %w", err)
-		}
-		return NewIPTables(rs, host)
-	case "ipvs":
-		built := ipvsadm.Build(sm)
-		var b bytes.Buffer
-		if err := ipvsadm.WriteScript(&b, built, ipvsadm.Header{Node: sm.Node.Name}); err != nil {
-			return nil, fmt.Errorf("writing the ipvs script: %w", err)
-		}
-		n, err := ipvsadm.ParseScript("ipvs script", &b)
-		if err != nil {
-			return nil, fmt.Errorf("reading back the ipvs script: %w", err)
-		}
-		// Which Service a virtual server is for is a comment of the script; take it
-		// from the state the script was written from.
-		for _, vs := range n.Services {
-			if w := built.Service(vs.Key()); w != nil {
-				vs.For = w.For
-			}
-		}
-		return NewIPVS(n, nil, host)
-	case "nftables":
-		var b bytes.Buffer
-		if err := nft.Write(&b, sm, nft.Options{}); err != nil {
-			return nil, fmt.Errorf("writing nftables rules: %w", err)
-		}
-		rs, err := nft.ParseBytes("nftables rules", b.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("reading back nftables rules: %w", err)
-		}
-		return nftTracer(rs, host)
-	}
-	return nil, fmt.Errorf("mode %s: svcgen cannot trace it in this version (it traces %s)", mode, strings.Join(MapModes, ", "))
-}
-
-// MapModes are the modes ForMap traces.
-var MapModes = []string{"iptables", "nftables", "ipvs"}
-
-// nftTracer traces every kube-proxy table of a ruleset, each packet through the table
-// of its family.
-func nftTracer(rs *nft.Ruleset, host Host) (Tracer, error) {
+// NewNFTRuleset traces every kube-proxy table of a ruleset, each packet through the
+// table of its family.
+func NewNFTRuleset(rs *nftsyntax.Ruleset, host Host) (Tracer, error) {
 	ft := familyTracer{}
 	for family, st := range rs.Tables {
 		t, err := NewNFT(st, host)

@@ -18,6 +18,8 @@ import (
 	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/modes"
+	"github.com/svcgen/svcgen/release"
 	"github.com/svcgen/svcgen/trace"
 )
 
@@ -27,6 +29,9 @@ type Options struct {
 	Node string
 	// Modes to check; empty: every mode verify knows (Modes).
 	Modes []compiler.Mode
+	// Release and Gates: see compiler.Options.
+	Release release.Release
+	Gates   map[string]bool
 }
 
 // Report is what verify found.
@@ -76,7 +81,7 @@ func Run(c *model.Cluster, opts Options) (*Report, error) {
 		if !ok {
 			return nil, fmt.Errorf("mode %s: verify cannot check it in this version of svcgen (it checks %s)", m, joinModes(Modes()))
 		}
-		sm, err := compiler.Compile(c, compiler.Options{Node: opts.Node, Mode: m, PreferSameTrafficDistribution: true})
+		sm, err := compiler.Compile(c, compiler.Options{Node: opts.Node, Mode: m, Release: opts.Release, Gates: opts.Gates})
 		if err != nil {
 			return nil, err
 		}
@@ -107,13 +112,13 @@ func CheckMode(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster) (*ModeRepor
 	return Check(b, sm, c)
 }
 
-// Check traces every probe through one backend's rules.
-func Check(b backend, sm *ir.ServiceMap, c *model.Cluster) (*ModeReport, error) {
-	tr, err := b.tracer(sm, HostOf(sm))
+// Check traces every probe through one mode's rules.
+func Check(m modes.Mode, sm *ir.ServiceMap, c *model.Cluster) (*ModeReport, error) {
+	tr, err := m.Tracer(sm, HostOf(sm))
 	if err != nil {
 		return nil, err
 	}
-	return CheckTracer(b.mode, sm, c, tr), nil
+	return CheckTracer(compiler.Mode(m.Name), sm, c, tr), nil
 }
 
 // CheckTracer holds any tracer of mode m's rules for the service map (rules read back

@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	iptrules "github.com/svcgen/svcgen/iptables/rules"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
@@ -233,25 +234,26 @@ func TestCheck(t *testing.T) {
 		{"no hairpin masquerade", "-j KUBE-MARK-MASQ\n-A KUBE-SEP", "\n-A KUBE-SEP", "shop/web"},
 		{"the reject rule lost", "-j REJECT", "-j ACCEPT", "shop/empty"},
 	} {
-		broken := backend{mode: compiler.IPTables, tracer: func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
+		broken := func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
 			var b bytes.Buffer
-			if err := iptables.Write(&b, sm, iptables.Options{}); err != nil {
+			if err := iptrules.Write(&b, sm, iptrules.Options{}); err != nil {
 				return nil, err
 			}
 			text := strings.ReplaceAll(b.String(), tc.from, tc.to)
 			if text == b.String() {
 				t.Fatalf("%s: %q is not in the rules", tc.name, tc.from)
 			}
-			rs, err := iptables.ParseBytes("broken", []byte(text))
+			rs, err := iptsyntax.ParseBytes("broken", []byte(text))
 			if err != nil {
 				return nil, err
 			}
 			return trace.NewIPTables(rs, host)
-		}}
-		mr, err := Check(broken, sm, c)
+		}
+		tr, err := broken(sm, HostOf(sm))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		mr := CheckTracer(compiler.IPTables, sm, c, tr)
 		if len(mr.Disagreements) == 0 {
 			t.Errorf("%s: verify found nothing", tc.name)
 			continue

@@ -19,13 +19,15 @@ import (
 
 type applyFlags struct {
 	inputFlags
-	dryRun    bool
-	full      bool
-	watch     bool
-	interval  time.Duration
-	listen    string
-	wait      time.Duration
-	applyLock string
+	dryRun     bool
+	full       bool
+	watch      bool
+	interval   time.Duration
+	listen     string
+	wait       time.Duration
+	applyLock  string
+	allowEmpty bool
+	settle     time.Duration
 }
 
 func newApply(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -41,7 +43,7 @@ with iptables-restore --noflush: service chains that changed are rewritten, chai
 Service uses are deleted, KUBE-SERVICES and the other fixed chains only when their rules
 changed, kube-proxy's jumps from the built-in chains added where missing (never twice).
 Chains and rules of other software in the same tables are left alone. A large load (a
-cold node) is cut into blocks of at most 5,000 chains, because iptables-nft's cost grows
+cold node) is cut into blocks of at most 500 chains, because iptables-nft's cost grows
 much faster than linearly with the chains of one block. If the kernel refuses a rule,
 apply puts back what it had loaded, names the rule and the Service it came from, and
 exits 1. Stale UDP conntrack entries (to endpoints that are gone) are deleted.
@@ -69,7 +71,7 @@ iptables-legacy and ipvs keep no generation and are read on every interval.`,
   svcgen apply -f manifests/ --full             # rewrite every chain
   svcgen apply -f manifests/ -m nftables        # kube-proxy's nftables table
   svcgen apply -f manifests/ -c kube-proxy.yaml --watch --interval 30s --listen 127.0.0.1:10249`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runApply(cmd.Context(), f, stdin, stdout, stderr)
 		},
@@ -78,8 +80,10 @@ iptables-legacy and ipvs keep no generation and are read on every interval.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the unified diff that would be loaded, and change nothing")
 	fl.BoolVar(&f.full, "full", false, "rewrite every chain, not only the ones that differ")
+	fl.BoolVar(&f.allowEmpty, "allow-empty", false, "load even an input with no Service, or one that shares no Service with the rules on the node (both would delete every Service's rules)")
 	fl.BoolVar(&f.watch, "watch", false, "keep syncing: on input changes and every --interval")
 	fl.DurationVar(&f.interval, "interval", 30*time.Second, "with --watch: re-read the inputs and the kernel this often")
+	fl.DurationVar(&f.settle, "settle", apply.DefaultSettle, "with --watch: read a changed input only once it has stayed unchanged this long")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:10249", "with --watch: address of /healthz and /metrics (\"\" for none)")
 	fl.DurationVar(&f.wait, "wait", 30*time.Second, "wait at most this long for another apply and for the xtables lock")
 	fl.StringVar(&f.applyLock, "apply-lock", "", "lock file that serialises applies (default /run/svcgen/apply-net-<netns inode>.lock)")
@@ -96,9 +100,13 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		return nil
 	}
+	unlock, err := f.holdLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var res *pipeline.Result
 	var watch *pipeline.Watch
-	var err error
 	if f.watch {
 		watch, res, err = f.watchInputs(stdin, stderr, check)
 	} else {
@@ -107,10 +115,11 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	backend, err := apply.ForMode(res.Mode, res.Map.Family, f.wait)
+	mode, err := lookupMode(res.Mode)
 	if err != nil {
-		return &pipeline.InputError{Err: err}
+		return err
 	}
+	backend := mode.Backend(res.Map.Family, f.wait)
 	lockPath := f.applyLock
 	if lockPath == "" {
 		lockPath = apply.DefaultLockPath()
@@ -138,9 +147,12 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 				return err
 			}
 		}
+		unlock() // --watch reads the lock file once, at the start
+		watch.Settle = f.settle
 		current := res.Map
 		w := &apply.Watch{
-			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log,
+			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log, AllowEmpty: f.allowEmpty,
+			Settle: f.settle,
 			// The one boundary to the compiler: pipeline.Watch keeps the compiled
 			// state and recompiles only the Services a changed file touches.
 			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, *apply.Hint, error) {
@@ -158,7 +170,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		return w.Run(ctx)
 	}
-	out, err := a.Sync(ctx, res.Map, apply.SyncOptions{Full: f.full, DryRun: f.dryRun})
+	out, err := a.Sync(ctx, res.Map, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: f.allowEmpty})
 	if err != nil {
 		return err
 	}

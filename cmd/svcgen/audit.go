@@ -33,10 +33,11 @@ Each service port that drifted gets one line, "missing" (the node has none of it
 rules), "extra" (the node has rules for a port the manifests do not have) or
 "different", followed by the lines the node lacks (-) and has beyond them (+), hashed
 chains named with their Service. kube-proxy's own fixed rules are reported as (node).
-The exit status is 1 when anything drifted, 0 when the node is in step.`,
+The exit status is 0 when the node is in step, 3 when anything drifted, 1 when the
+manifests or the rules cannot be read, 2 for a usage mistake.`,
 		Example: `  ip netns exec node1 svcgen audit -f manifests/ --live
   ssh node1 iptables-save | svcgen audit -f manifests/ --node node1 --rules -`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAudit(cmd.Context(), f, stdin, stdout, stderr)
 		},
@@ -59,10 +60,11 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	backend, err := apply.ForMode(res.Mode, res.Map.Family, 0)
+	mode, err := lookupMode(res.Mode)
 	if err != nil {
-		return &pipeline.InputError{Err: err}
+		return err
 	}
+	backend := mode.Backend(res.Map.Family, 0)
 	want, err := backend.Want(res.Map)
 	if err != nil {
 		return err
@@ -94,7 +96,7 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	for _, d := range drift {
 		count[d.Kind]++
 	}
-	return &exitError{code: exitInput, err: fmt.Errorf("audit: %d drifted (%d missing, %d extra, %d different) of %s",
+	return &exitError{code: exitDiffers, err: fmt.Errorf("audit: %d drifted (%d missing, %d extra, %d different) of %s",
 		len(drift), count[ruleview.Missing], count[ruleview.Extra], count[ruleview.Different], textutil.Count(ports, "service port", "service ports"))}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/apply"
+	"github.com/svcgen/svcgen/modes"
 )
 
 func newCleanup(stdout, stderr io.Writer) *cobra.Command {
@@ -26,7 +27,7 @@ chain of other software that jumps into kube-proxy's chains stops cleanup with a
 before anything is changed. Large tables are cleaned in blocks, as apply loads them.`,
 		Example: `  ip netns exec node1 svcgen cleanup
   svcgen cleanup --dry-run      # the unified diff of what would go`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {
@@ -35,7 +36,7 @@ before anything is changed. Large tables are cleaned in blocks, as apply loads t
 			if lockPath == "" {
 				lockPath = apply.DefaultLockPath()
 			}
-			for _, b := range apply.Cleaners(wait) {
+			for _, b := range modes.Cleaners(wait) {
 				res, err := apply.Cleanup(ctx, b, &apply.Lock{Path: lockPath, Wait: wait}, dryRun)
 				if err != nil {
 					return fmt.Errorf("%s: %w", b.Name(), err)

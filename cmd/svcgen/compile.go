@@ -2,19 +2,23 @@ package main
 
 import (
 	"bytes"
-	"fmt"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/compiler"
-	"github.com/svcgen/svcgen/emit/iptables"
 	"github.com/svcgen/svcgen/internal/fileutil"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/modes"
+	"github.com/svcgen/svcgen/release"
 )
 
 // inputFlags are the flags every command that reads manifests shares.
@@ -27,6 +31,9 @@ type inputFlags struct {
 	serviceCIDR   []string
 	nodePortRange string
 	dialect       string
+	release       string
+	gates         map[string]string
+	readFlags     // --strict, -q, -v: see inputs.go
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -39,6 +46,31 @@ func (f *inputFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.serviceCIDR, "service-cidr", nil, "allocate ClusterIPs from this CIDR when the input has no ServiceCIDR (default 10.96.0.0/12); repeatable, one per family")
 	fl.StringVar(&f.nodePortRange, "node-port-range", "30000-32767", "allocate NodePorts from this range")
 	fl.StringVar(&f.dialect, "dialect", "", "accept a manifest dialect: minik8s (course-project YAML)")
+	fl.StringVar(&f.release, "kube-proxy-version", "", "the kube-proxy release to write for: "+release.Names()+" (default: the Nodes' kubelet release, else "+release.Newest().String()+")")
+	fl.StringToStringVar(&f.gates, "feature-gates", nil, "feature gates, as kube-proxy takes them: Gate=true,Other=false (over the configuration's featureGates)")
+	f.readFlags.register(cmd)
+}
+
+// target reads --kube-proxy-version and --feature-gates into s.
+func (f *inputFlags) target(s *pipeline.Settings) error {
+	if f.release != "" {
+		r, err := release.Parse(f.release)
+		if err != nil {
+			return usagef("--kube-proxy-version: %v", err)
+		}
+		s.Release = r
+	}
+	for name, v := range f.gates {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return usagef("--feature-gates: %s=%s: the value must be true or false", name, v)
+		}
+		if s.Gates == nil {
+			s.Gates = map[string]bool{}
+		}
+		s.Gates[name] = on
+	}
+	return nil
 }
 
 // settings checks the flags and turns them into pipeline settings.
@@ -52,12 +84,10 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 	default:
 		return in, s, usagef("--dialect: unknown dialect %q (known: minik8s)", f.dialect)
 	}
-	switch f.mode {
-	case "", "iptables", "ipvs", "nftables":
-		s.Mode = compiler.Mode(f.mode)
-	default:
-		return in, s, usagef("--mode: unknown mode %q (want iptables, ipvs or nftables)", f.mode)
+	if err := checkMode(f.mode); err != nil {
+		return in, s, err
 	}
+	s.Mode = compiler.Mode(f.mode)
 	for _, c := range f.serviceCIDR {
 		for _, part := range strings.Split(c, ",") {
 			p, err := model.ParsePrefix(strings.TrimSpace(part))
@@ -72,7 +102,15 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 		return in, s, usagef("--node-port-range: %v", err)
 	}
 	s.NodePortRange = r
+	if f.node != "" {
+		if err := model.CheckNodeName(f.node); err != nil {
+			return in, s, usagef("--node: %v", err)
+		}
+	}
 	s.Node, s.LockFile = f.node, f.lock
+	if err := f.target(&s); err != nil {
+		return in, s, err
+	}
 	if err := stdinOnce(append(slices.Clone(f.files), f.config)...); err != nil {
 		return in, s, err
 	}
@@ -137,7 +175,7 @@ from the Pods they select.`,
   nft list ruleset | svcgen compile -f manifests/ -m nftables --previous - | nft -f -
   nft list table ip kube-proxy | svcgen compile -f manifests/ -m nftables --previous - --minimal | nft -f -
   svcgen compile -f big-cluster/ -m nftables --stages > load.sh && sh load.sh`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCompile(f, stdin, stdout, stderr)
 		},
@@ -154,9 +192,17 @@ from the Pods they select.`,
 }
 
 func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	unlock, err := f.holdLock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	res, err := f.compileInputs(stdin, stderr, func(in pipeline.Inputs) error {
 		if f.minimal && f.previous == "" {
 			return usagef("--minimal needs --previous")
+		}
+		if err := f.checkOutputs(); err != nil {
+			return err
 		}
 		return stdinTaken(f.previous == "-")(in)
 	})
@@ -166,34 +212,36 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	// Only the service map is written from here: let the clusters go, before a
 	// previous ruleset is read (at 10,000 Services they hold tens of megabytes).
 	res.Cluster, res.Resolved = nil, nil
-	if f.stages && res.Mode != compiler.NFTables {
-		return usagef("--stages is for nftables mode")
-	}
-	if res.Mode == compiler.IPVS {
-		return runCompileIPVS(f, res, stdout)
-	}
-	if res.Mode == compiler.NFTables {
-		return runCompileNFT(f, res, stdin, stdout)
-	}
-	if f.split {
-		return usagef("--split needs ipvs mode (-m ipvs)")
-	}
-	opts := iptables.Options{Format: iptables.Complete, Minimal: f.minimal}
-	if f.noflush {
-		opts.Format = iptables.NoFlush
-	}
-	if f.previous != "" {
-		prev, err := parseInput(f.previous, stdin, iptables.Parse)
-		if err != nil {
-			return &pipeline.InputError{Err: err}
-		}
-		opts.Previous = prev
-	}
-	write, err := emitter(res, opts)
+	mode, err := lookupMode(res.Mode)
 	if err != nil {
 		return err
 	}
-	if err := writeOutput(f.output, stdout, write); err != nil {
+	opts := modes.Options{NoFlush: f.noflush, Minimal: f.minimal, Stages: f.stages}
+	if f.previous != "" {
+		opts.Previous = &modes.Input{Name: inputName(f.previous)}
+	}
+	if err := mode.Check(opts, f.split); err != nil {
+		return err
+	}
+	write := func() error {
+		return writeOutput(f.output, stdout, func(w io.Writer) error { return mode.Write(w, res.Map, opts) })
+	}
+	switch {
+	case f.split:
+		err = writeParts(f.output, res, mode)
+	case f.previous == "":
+		err = write()
+	default:
+		// The previous ruleset is parsed as it is read, never held twice.
+		_, err = parseInput(f.previous, stdin, func(name string, r io.Reader) (struct{}, error) {
+			opts.Previous = &modes.Input{Name: name, R: r}
+			return struct{}{}, write()
+		})
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			err = &pipeline.InputError{Err: err}
+		}
+	}
+	if err != nil {
 		return err
 	}
 	if f.lock != "" {
@@ -202,13 +250,50 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// emitter picks the writer for the mode.
-func emitter(res *pipeline.Result, opts iptables.Options) (func(io.Writer) error, error) {
-	switch res.Mode {
-	case compiler.IPTables:
-		return func(w io.Writer) error { return iptables.Write(w, res.Map, opts) }, nil
+// writeParts writes a mode's output as files in the folder dir (--split).
+func writeParts(dir string, res *pipeline.Result, mode modes.Mode) error {
+	if dir == "" || dir == "-" {
+		return usagef("--split writes several files: name their folder with -o DIR")
 	}
-	return nil, &pipeline.InputError{Err: fmt.Errorf("mode %s: not available in this version of svcgen (iptables, ipvs and nftables are)", res.Mode)}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return mode.Split(res.Map, func(name string, write func(io.Writer) error) error {
+		return fileutil.WriteAtomic(filepath.Join(dir, name), write)
+	})
+}
+
+// manifestExts are the files a folder given to -f is read for.
+var manifestExts = []string{".yaml", ".yml", ".json"}
+
+// checkOutputs refuses, before anything is read, an -o or --lock that is not a regular
+// file or is an input of the run (-f, -c, --previous; --lock is read and rewritten,
+// so -o must not be it either). With --split, -o is a folder of regular files.
+func (f *compileFlags) checkOutputs() error {
+	inputs := append(slices.Clone(f.files), f.config, f.previous)
+	if f.lock != "" {
+		if err := fileutil.CheckOutput("--lock", f.lock, inputs, manifestExts); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	if f.output == "" || f.output == "-" || f.split {
+		return nil
+	}
+	if err := fileutil.CheckOutput("-o", f.output, append(inputs, f.lock), manifestExts); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
+// checkOutput is checkOutputs for a command whose only input is its manifests.
+func checkOutput(output string, files []string) error {
+	if output == "" || output == "-" {
+		return nil
+	}
+	if err := fileutil.CheckOutput("-o", output, files, manifestExts); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
 }
 
 // writeOutput writes to stdout, or to a file through a temporary file and a rename.
@@ -217,6 +302,16 @@ func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) err
 		return write(stdout)
 	}
 	return fileutil.WriteAtomic(path, write)
+}
+
+// holdLock takes --lock's exclusive lock for the whole read-allocate-write, so that
+// runs at once never lose an allocation or hand one address to two Services. Without
+// --lock it does nothing.
+func (f *inputFlags) holdLock() (unlock func(), err error) {
+	if f.lock == "" {
+		return func() {}, nil
+	}
+	return fileutil.Exclusive(f.lock)
 }
 
 // writeLock rewrites the lock file when its content changed.

@@ -12,6 +12,7 @@ import (
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
@@ -37,7 +38,8 @@ the rules' own comments (and from the manifests, with -f):
   -A KUBE-SERVICES ... -j KUBE-SVC-XPGD46QRK7WJZT7O (ns1/svc1:p80)
   :KUBE-SEP-SXIVWICOYRO3J4NJ (ns1/svc1:p80 -> 10.180.0.1:80) -
 With --live only what kube-proxy owns is compared (its chains and its jumps from the
-built-in chains). The exit status is 0 whether or not they differ; see audit.`,
+built-in chains). The exit status is 0 when they are the same, 3 when they differ, 1
+when a ruleset or the manifests cannot be read, 2 for a usage mistake.`,
 		Example: `  svcgen diff before.rules after.rules
   ip netns exec node1 svcgen diff --live -f manifests/
   svcgen compile -f manifests/ | svcgen diff --live -`,
@@ -76,10 +78,14 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	} else if err := checkMode(f.mode); err != nil {
 		return err
 	}
-	backend, err := apply.ForMode(mode, family, 30*time.Second)
-	if err != nil {
-		return &pipeline.InputError{Err: err}
+	if mode == "" {
+		mode = compiler.IPTables
 	}
+	m, err := lookupMode(mode)
+	if err != nil {
+		return err
+	}
+	backend := m.Backend(family, 30*time.Second)
 	var oldName, newName string
 	var old, new apply.State
 	switch {
@@ -107,16 +113,34 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	v := apply.ViewOptions{Map: sm, All: !f.live}
 	nv := v
 	nv.Installed = f.live
-	_, err = stdout.Write(ruleview.Unified(oldName, old.View(v), newName, new.View(nv)))
-	return err
+	d := ruleview.Unified(oldName, old.View(v), newName, new.View(nv))
+	if _, err := stdout.Write(d); err != nil {
+		return err
+	}
+	if d != nil {
+		return &exitError{code: exitDiffers}
+	}
+	return nil
 }
 
+// checkMode checks --mode ("" leaves the choice to the configuration).
 func checkMode(mode string) error {
-	switch mode {
-	case "", "iptables", "ipvs", "nftables":
+	if mode == "" {
 		return nil
 	}
-	return usagef("--mode: unknown mode %q (want iptables, ipvs or nftables)", mode)
+	if _, err := modes.Lookup(mode); err != nil {
+		return usagef("--mode: %v", err)
+	}
+	return nil
+}
+
+// lookupMode is the registry's entry for a mode the inputs chose.
+func lookupMode(mode compiler.Mode) (modes.Mode, error) {
+	m, err := modes.Lookup(string(mode))
+	if err != nil {
+		return modes.Mode{}, &pipeline.InputError{Err: err}
+	}
+	return m, nil
 }
 
 // readState reads a rules file of the backend's mode ("-" is stdin).

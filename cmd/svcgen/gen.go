@@ -25,12 +25,15 @@ options give the same bytes.`,
 		Example: `  svcgen gen --services 10000 --endpoints 10 > big.yaml
   svcgen gen --services 10000 --endpoints 10 --format json -o big.json
   svcgen compile -f big.yaml --noflush > big.rules`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if o.Services <= 0 {
 				return usagef("--services must be at least 1")
 			}
 			o.Format = gen.Format(format)
+			if err := checkOutput(output, nil); err != nil {
+				return err
+			}
 			if err := writeOutput(output, stdout, func(w io.Writer) error { return gen.Write(w, o) }); err != nil {
 				return usagef("%v", err)
 			}

@@ -2,11 +2,11 @@ package main
 
 import (
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/graph"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 )
 
@@ -30,7 +30,7 @@ take them. The picture is drawn from traces of the compiled rules, for every fro
 and every kind of source, as svcgen verify probes them.`,
 		Example: `  svcgen graph -f examples/ --service default/hello-service2 | dot -Tsvg > hello.svg
   svcgen graph -f cluster/ --node worker-1 --service shop/web -o web.dot`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGraph(f, stdin, stdout, stderr)
 		},
@@ -45,12 +45,18 @@ func runGraph(f *graphFlags, stdin io.Reader, stdout, stderr io.Writer) error {
 	if f.service == "" {
 		return usagef("graph needs --service NAMESPACE/NAME")
 	}
-	res, err := f.compileInputs(stdin, stderr, nil)
+	res, err := f.compileInputs(stdin, stderr, func(in pipeline.Inputs) error {
+		return checkOutput(f.output, append(slices.Clone(in.Files), in.Config))
+	})
 	if err != nil {
 		return err
 	}
 	l := verify.NewLocator(res.Map, res.Resolved.Cluster)
-	tr, err := trace.ForMap(string(res.Mode), res.Map, l.Host())
+	mode, err := lookupMode(res.Mode)
+	if err != nil {
+		return err
+	}
+	tr, err := mode.Tracer(res.Map, l.Host())
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/textutil"
+	"github.com/svcgen/svcgen/load"
 )
 
 // inputCheck is a command's own check of its flags against the inputs: a usage
@@ -34,6 +39,13 @@ func (f *inputFlags) runInputs(stdin io.Reader, stderr io.Writer, check inputChe
 	if err != nil {
 		return nil, err
 	}
+	if f.quiet && f.verbose {
+		return nil, usagef("-q and -v cannot be used together")
+	}
+	if in.Reader, err = manifestReader(os.Getenv("SVCGEN_YAML")); err != nil {
+		return nil, err
+	}
+	in.Strict = f.strict
 	if check != nil {
 		if err := check(in); err != nil {
 			return nil, err
@@ -43,8 +55,70 @@ func (f *inputFlags) runInputs(stdin io.Reader, stderr io.Writer, check inputChe
 	if err != nil {
 		return nil, err
 	}
+	printWarnings(stderr, res.InputWarnings)
 	printProblems(stderr, res.Warnings)
+	f.tell(stderr, in.Files, res.Read)
 	return res, nil
+}
+
+// readFlags are how a command that reads manifests reads them, and how much it says
+// of what it read.
+type readFlags struct {
+	strict, quiet, verbose bool
+}
+
+func (f *readFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.strict, "strict", false, "make unknown fields and kinds near a known one errors, not warnings")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "say nothing of what was read, even when it holds no Service (warnings still print)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "say what was read from each input, and in all")
+}
+
+// tell says on stderr what was read from the manifests (paths, as -f names them):
+// the objects of each kind read and passed over, in all, and with -v for each input
+// first. Without -v it says so only when no Service was read, when the rules would
+// be empty; with -q never.
+func (f *readFlags) tell(stderr io.Writer, paths []string, read *load.Tally) {
+	if f.quiet || read == nil {
+		return
+	}
+	if f.verbose {
+		for _, input := range read.Inputs() {
+			fmt.Fprintf(stderr, "%s: %s\n", input, orNothing(read.Line(input)))
+		}
+	}
+	switch {
+	case read.Read("Service") == 0:
+		names := make([]string, len(paths))
+		for i, p := range paths {
+			names[i] = textutil.Quote(inputName(p))
+		}
+		fmt.Fprintf(stderr, "read no Service from %s (%s)\n", strings.Join(names, ", "), orNothing(read.Line("")))
+	case f.verbose:
+		fmt.Fprintln(stderr, read.Line(""))
+	}
+}
+
+// orNothing is a Tally's line, or what says there was nothing to count.
+func orNothing(line string) string {
+	if line == "" {
+		return "no object at all"
+	}
+	return line
+}
+
+// manifestReader is how manifests are read, from SVCGEN_YAML: "reference" reads
+// them with yaml.v3 alone, the reference the fast readers are held to, for triage
+// when svcgen reads a manifest otherwise than expected; unset (or "fast"), the fast
+// readers read what they can.
+func manifestReader(env string) (load.Reader, error) {
+	switch env {
+	case "", "fast":
+		return load.Fast, nil
+	case string(load.Reference):
+		return load.Reference, nil
+	}
+	return "", usagef("SVCGEN_YAML=%q: unknown reader (want reference, or fast, the default)", env)
 }
 
 // stdinTaken is the check of a command one of whose own arguments reads stdin

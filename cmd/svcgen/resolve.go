@@ -51,10 +51,11 @@ func runResolve(f *resolveFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cluster, warnings, err := pipeline.Load(in)
+	l, err := pipeline.Load(in)
 	if err != nil {
 		return err
 	}
+	cluster, warnings := &l.Cluster, l.Warnings.List()
 	opts := compiler.ResolveOptions{ServiceCIDRs: s.ServiceCIDRs, NodePortRange: s.NodePortRange, MiniK8s: f.dialect == "minik8s"}
 	if f.lock != "" {
 		data, err := os.ReadFile(f.lock)

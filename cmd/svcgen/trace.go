@@ -57,7 +57,7 @@ node's addresses, as a NodePort's is) and --in-iface.`,
   nft list ruleset | svcgen trace --rules - --src 10.0.0.9 --dst 10.96.0.10:80
   svcgen trace --rules vs.txt --rules sets.txt --rules ipt.txt --src 10.0.0.9 --dst 10.96.0.10:80
       # vs.txt, sets.txt, ipt.txt: ipvsadm -Sn, ipset save and iptables-save of the node`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTrace(f, stdin, stdout, stderr)
 		},
@@ -137,7 +137,11 @@ func (f *traceFlags) traceManifests(src netip.Addr, dst netip.AddrPort, proto st
 	host := l.Host()
 	p, source := l.Packet(src, dst, proto)
 	f.adjust(&host, &p, &source)
-	tr, err := trace.ForMap(string(res.Mode), res.Map, host)
+	mode, err := lookupMode(res.Mode)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := mode.Tracer(res.Map, host)
 	if err != nil {
 		return nil, &pipeline.InputError{Err: err}
 	}

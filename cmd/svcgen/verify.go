@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -39,7 +38,7 @@ verify exits with status 1.`,
 		Example: `  svcgen verify -f examples/
   kubectl get svc,endpointslices,nodes -A -o yaml | svcgen verify -f - --node worker-1
   svcgen verify --differences`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVerify(f, stdin, stdout, stderr)
 		},
@@ -70,19 +69,12 @@ func runVerify(f *verifyFlags, stdin io.Reader, stdout, stderr io.Writer) error 
 	if f.mode != "" { // checked by compileInputs
 		modes = []compiler.Mode{compiler.Mode(f.mode)}
 	}
-	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: f.node, Modes: modes})
+	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: f.node, Modes: modes, Release: res.Map.Target.Release, Gates: res.Map.Target.Gates})
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}
 	if err := report.Write(stdout); err != nil {
 		return err
-	}
-	if len(modes) == 0 {
-		for _, m := range []compiler.Mode{compiler.IPTables, compiler.NFTables, compiler.IPVS} {
-			if !slices.Contains(verify.Modes(), m) {
-				fmt.Fprintf(stdout, "%s: not checked (this version of svcgen cannot trace it)\n", m)
-			}
-		}
 	}
 	if !report.OK() {
 		return &exitError{code: exitInput, err: errors.New("")}
@@ -92,8 +84,7 @@ func runVerify(f *verifyFlags, stdin io.Reader, stdout, stderr io.Writer) error 
 
 func writeDifferences(w io.Writer) error {
 	var b strings.Builder
-	checked := verify.Modes()
-	for _, m := range checked {
+	for _, m := range verify.Modes() {
 		ds := verify.DifferencesOf(m)
 		fmt.Fprintf(&b, "%s: %d documented difference(s) from the service map\n", m, len(ds))
 		for _, d := range ds {
@@ -102,15 +93,6 @@ func writeDifferences(w io.Writer) error {
 				fmt.Fprintf(&b, "  %s\n", l)
 			}
 		}
-	}
-	var rest []string
-	for _, m := range []compiler.Mode{compiler.IPTables, compiler.NFTables, compiler.IPVS} {
-		if !slices.Contains(checked, m) {
-			rest = append(rest, string(m))
-		}
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(&b, "not checked by this version of svcgen: %s\n", strings.Join(rest, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -5,72 +5,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/svcgen/svcgen/apply"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/modes"
 )
 
 // The apply tests run in namespaces of a lab of their own inside the guest (the node,
 // the client, one per endpoint), so they share nothing with the script tests.
-const applyYAML = guestHead + `---
-apiVersion: v1
-kind: Service
-metadata: {name: keep, namespace: demo}
-spec:
-  clusterIP: 198.19.0.12
-  ports: [{name: tcp, port: 80, targetPort: 7000, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-%s
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: keep-1, namespace: demo, labels: {kubernetes.io/service-name: keep}}
-addressType: IPv4
-ports: [{name: tcp, port: 7000, protocol: TCP}]
-endpoints:
-- {addresses: [198.18.1.9], nodeName: node1}
-%s`
+// applyHead is their cluster without its EndpointSlices.
+var applyHead = guestHead + serviceYAML("keep", "198.19.0.12", 80, 7000)
 
 // broken adds a Service whose endpoint is the broadcast address of the node's
 // 198.18.3.0/24: the kernel refuses such a real server (EINVAL).
-const broken = `---
-apiVersion: v1
-kind: Service
-metadata: {name: bad, namespace: demo}
-spec:
-  clusterIP: 198.19.0.13
-  ports: [{name: tcp, port: 80, targetPort: 80, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: bad-1, namespace: demo, labels: {kubernetes.io/service-name: bad}}
-addressType: IPv4
-ports: [{name: tcp, port: 80, protocol: TCP}]
-endpoints:
-- {addresses: [198.18.3.255], nodeName: node1}
-`
+var broken = serviceYAML("bad", "198.19.0.13", 80, 80) + sliceYAML("demo", "bad", "tcp", 80, "TCP", "198.18.3.255@node1")
 
+// applyMap is the apply tests' cluster with web's endpoints (all on node1) and extra
+// documents.
 func applyMap(t *testing.T, endpoints []string, extra string) *ir.ServiceMap {
 	t.Helper()
-	var eps []string
+	var web []string
 	for _, e := range endpoints {
-		eps = append(eps, "- {addresses: ["+e+"], nodeName: node1}")
+		web = append(web, e+"@node1")
 	}
-	return testkit.Compile(t, "apply.yaml", fmt.Sprintf(applyYAML, strings.Join(eps, "\n"), extra), pipeline.Settings{}).Map
+	y := applyHead + sliceYAML("demo", "web", "http", 8080, "TCP", web...) + sliceYAML("demo", "keep", "tcp", 7000, "TCP", "198.18.1.9@node1") + extra
+	return testkit.Compile(t, "apply.yaml", y, pipeline.Settings{}).Map
 }
 
 // applyLab is the topology of TestGuestApply.
@@ -134,11 +103,11 @@ func TestGuestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("first apply: %s", res.Summary.Text)
-	want := ipvsadm.Build(three)
+	want := ipvsrules.Build(three)
 	saved := lab.l.In(lab.node, "ipvsadm", "-Sn")
 	for _, vs := range want.Services {
-		if !strings.Contains(saved, ipvsadm.ServiceLine(vs)) {
-			t.Errorf("ipvsadm -Sn lacks %s:\n%s", ipvsadm.ServiceLine(vs), saved)
+		if !strings.Contains(saved, ipvssyntax.ServiceLine(vs)) {
+			t.Errorf("ipvsadm -Sn lacks %s:\n%s", ipvssyntax.ServiceLine(vs), saved)
 		}
 	}
 	for _, keep := range []string{"-A -t 198.51.100.7:80 -s rr"} {
@@ -209,7 +178,7 @@ func TestGuestApply(t *testing.T) {
 
 	// Cleanup leaves the other tool's rules and the excluded virtual server.
 	err = netlab.InNS(lab.node, func() error {
-		for _, b := range apply.Cleaners(5 * time.Second) {
+		for _, b := range modes.Cleaners(5 * time.Second) {
 			if _, err := apply.Cleanup(ctx, b, nil, false); err != nil {
 				return fmt.Errorf("%s: %w", b.Name(), err)
 			}
@@ -220,7 +189,7 @@ func TestGuestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := lab.nodeState()
-	for _, gone := range []string{"KUBE-", "198.19.0.10", ipvsadm.DummyInterface} {
+	for _, gone := range []string{"KUBE-", "198.19.0.10", ipvssyntax.DummyInterface} {
 		if strings.Contains(left, gone) {
 			t.Errorf("after cleanup the node still has %s:\n%s", gone, left)
 		}
@@ -230,4 +199,97 @@ func TestGuestApply(t *testing.T) {
 			t.Errorf("cleanup removed %q:\n%s", kept, left)
 		}
 	}
+}
+
+// Graceful termination on the real kernel, with applyYAML's web: apply sets a real
+// server that is no longer wanted but has an open TCP connection to weight 0 (the
+// connection goes on, new ones avoid it), leaves it so while the connection is open,
+// and a later apply deletes it once the kernel counts no connection to it.
+func TestGuestApplyDrains(t *testing.T) {
+	insideGuest(t)
+	g, _ := newGuest(t)
+	keep, gone := "198.18.1.5", "198.18.1.6"
+	pods := map[string]string{}
+	for _, ip := range []string{keep, gone} {
+		pods[ip] = g.l.Pod(g.node, nodeIP, netip.MustParseAddr(ip))
+		g.l.ServeEcho(pods[ip], netip.MustParseAddrPort(ip+":8080"), pods[ip])
+	}
+	a := &apply.Applier{Backend: apply.NewIPVS("IPv4", 5*time.Second)}
+	sync := func(sm *ir.ServiceMap) *apply.Result {
+		t.Helper()
+		var res *apply.Result
+		err := netlab.InNS(g.node, func() (err error) {
+			res, err = a.Sync(context.Background(), sm, apply.SyncOptions{Reread: true})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	sync(applyMap(t, []string{keep, gone}, ""))
+	conn, r := connectTo(t, g.client, pods[gone])
+	defer conn.Close()
+
+	one := applyMap(t, []string{keep}, "")
+	res := sync(one)
+	// Behind the cluster IP the connection keeps the server, at weight 0; behind the
+	// node port, where it has none, the server goes at once.
+	drained := "-a -t 198.19.0.10:80 -r " + gone + ":8080 -m -w 0"
+	saved := g.in("ipvsadm", "-Sn")
+	if !strings.Contains(saved, drained) || strings.Contains(saved, "-a -t 198.18.0.1:30080 -r "+gone) {
+		t.Fatalf("after the endpoint went (%s), its real servers are not drained and deleted:\n%s\n%s", res.Summary.Text, saved, g.in("ipvsadm", "-Ln"))
+	}
+	fmt.Fprintln(conn, "still there?")
+	if l, err := r.ReadString('\n'); err != nil || l != "still there?\n" {
+		t.Errorf("the connection to the drained server did not go on: %q %v", l, err)
+	}
+	for i := 0; i < 3; i++ {
+		if id, err := netlab.Dial(g.client, clusterIP, 3*time.Second); err != nil || id != pods[keep] {
+			t.Errorf("new connection %d went to %q (%v), want %s", i+1, id, err, pods[keep])
+		}
+	}
+	if res := sync(one); res.Changed || !strings.Contains(g.in("ipvsadm", "-Sn"), drained) {
+		t.Errorf("an apply while the connection is open changed %s:\n%s", res.Summary.Text, g.in("ipvsadm", "-Sn"))
+	}
+	// Reset: IPVS keeps the connection, inactive, in its CLOSE state for 10 seconds.
+	if err := conn.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	start := time.Now()
+	for {
+		sync(one)
+		saved := g.in("ipvsadm", "-Sn")
+		if !strings.Contains(saved, gone+":8080") {
+			t.Logf("the drained server was deleted by the apply %v after the connection closed", time.Since(start).Round(time.Second))
+			break
+		}
+		if !strings.Contains(saved, drained) || time.Since(start) > 40*time.Second {
+			t.Fatalf("%v after the connection closed:\n%s\n%s", time.Since(start).Round(time.Second), saved, g.in("ipvsadm", "-Ln"))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// connectTo opens connections from the client to clusterIP until one reaches the
+// server of namespace pod (round robin: the second at the latest), and returns it
+// open with its reader.
+func connectTo(t *testing.T, client, pod string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	for i := 0; i < 4; i++ {
+		c, err := netlab.Connect(client, clusterIP, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(90 * time.Second))
+		r := bufio.NewReader(c)
+		id, err := r.ReadString('\n')
+		if err == nil && strings.TrimSpace(id) == pod {
+			return c, r
+		}
+		c.Close()
+	}
+	t.Fatalf("four connections to %s never reached %s", clusterIP, pod)
+	return nil, nil
 }

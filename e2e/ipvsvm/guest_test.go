@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/ipvs"
-	"github.com/svcgen/svcgen/emit/iptables"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/ipvskernel"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
-	svcmodel "github.com/svcgen/svcgen/model"
+	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
 )
 
 // guestNode is node1, the node every guest test's cluster is for (nodeIP).
@@ -47,10 +46,11 @@ spec:
   ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP, nodePort: 30080}]
 `
 
-// The guest's cluster: node1 is a namespace (198.18.0.1, facing a client namespace),
-// each endpoint a namespace of its own behind a veth (internal/netlab). Addresses are
-// in 198.18.0.0/15; nothing leaves the guest.
-const clusterYAML = guestHead + `---
+// clusterHead is the script tests' cluster without its EndpointSlices: node1 is a
+// namespace (198.18.0.1, facing a client namespace), each endpoint a namespace of its
+// own behind a veth (internal/netlab). Addresses are in 198.18.0.0/15; nothing leaves
+// the guest.
+const clusterHead = guestHead + `---
 apiVersion: v1
 kind: Service
 metadata: {name: sticky, namespace: demo}
@@ -59,26 +59,42 @@ spec:
   sessionAffinity: ClientIP
   externalIPs: [198.18.5.5]
   ports: [{name: dns, port: 53, targetPort: 5353, protocol: UDP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-1, namespace: demo, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-- {addresses: [198.18.1.1], nodeName: node1}
-- {addresses: [198.18.1.2], nodeName: node2}
-%s
-- {addresses: [198.18.1.4], nodeName: node2, conditions: {ready: false}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: sticky-1, namespace: demo, labels: {kubernetes.io/service-name: sticky}}
-addressType: IPv4
-ports: [{name: dns, port: 5353, protocol: UDP}]
-endpoints:
-- {addresses: [198.18.1.1], nodeName: node1}
 `
+
+// clusterYAML is the script tests' cluster, with or without web's third endpoint.
+func clusterYAML(withThird bool) string {
+	web := []string{"198.18.1.1@node1", "198.18.1.2@node2"}
+	if withThird {
+		web = append(web, "198.18.1.3@node2")
+	}
+	web = append(web, "198.18.1.4@node2!")
+	return clusterHead + sliceYAML("demo", "web", "http", 8080, "TCP", web...) + sliceYAML("demo", "sticky", "dns", 5353, "UDP", "198.18.1.1@node1")
+}
+
+// serviceYAML is a ClusterIP Service of namespace demo with one TCP port, named tcp.
+func serviceYAML(name, clusterIP string, port, targetPort int) string {
+	return fmt.Sprintf("---\napiVersion: v1\nkind: Service\nmetadata: {name: %s, namespace: demo}\n"+
+		"spec: {clusterIP: %s, ports: [{name: tcp, port: %d, targetPort: %d, protocol: TCP}]}\n", name, clusterIP, port, targetPort)
+}
+
+// sliceYAML is the EndpointSlice of a Service with one port (its name, number and
+// protocol) and the endpoints, each "address@node", where a trailing "!" marks one
+// that is not ready.
+func sliceYAML(namespace, service, port string, number int, proto string, endpoints ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n"+
+		"metadata: {name: %s-1, namespace: %s, labels: {kubernetes.io/service-name: %s}}\n"+
+		"addressType: IPv4\nports: [{name: %s, port: %d, protocol: %s}]\nendpoints:\n", service, namespace, service, port, number, proto)
+	for _, e := range endpoints {
+		addr, node, _ := strings.Cut(e, "@")
+		conditions := ""
+		if n, ok := strings.CutSuffix(node, "!"); ok {
+			node, conditions = n, ", conditions: {ready: false}"
+		}
+		fmt.Fprintf(&b, "- {addresses: [%s], nodeName: %s%s}\n", addr, node, conditions)
+	}
+	return b.String()
+}
 
 var (
 	nodeIP    = netip.MustParseAddr("198.18.0.1")
@@ -96,19 +112,15 @@ func insideGuest(t *testing.T) {
 
 // compile builds the node's state from the cluster, with or without the third
 // web endpoint.
-func compile(t *testing.T, withThird bool) *ipvsadm.Node {
+func compile(t *testing.T, withThird bool) *ipvssyntax.Node {
 	t.Helper()
-	third := ""
-	if withThird {
-		third = "- {addresses: [198.18.1.3], nodeName: node2}"
-	}
-	return ipvsadm.Build(testkit.Compile(t, "guest.yaml", fmt.Sprintf(clusterYAML, third), pipeline.Settings{}).Map)
+	return ipvsrules.Build(testkit.Compile(t, "guest.yaml", clusterYAML(withThird), pipeline.Settings{}).Map)
 }
 
-func writeScript(t *testing.T, n *ipvsadm.Node, path string) {
+func writeScript(t *testing.T, n *ipvssyntax.Node, path string) {
 	t.Helper()
 	var b bytes.Buffer
-	if err := ipvsadm.WriteScript(&b, n, ipvsadm.Header{Node: "node1"}); err != nil {
+	if err := ipvssyntax.WriteScript(&b, n, ipvssyntax.Header{Node: "node1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o755); err != nil {
@@ -193,15 +205,15 @@ func topology(t *testing.T) *guest {
 func (g *guest) in(args ...string) string { return g.l.In(g.node, args...) }
 
 // checkKernel reads the node back with the tools and svcgen's parsers.
-func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
-	got, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn", []byte(g.in("ipvsadm", "-Sn")))
+func (g *guest) checkKernel(t *testing.T, want *ipvssyntax.Node) {
+	got, err := ipvssyntax.ParseRulesBytes("ipvsadm -Sn", []byte(g.in("ipvsadm", "-Sn")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a, b := rulesText(t, want.Services), rulesText(t, got); a != b {
 		t.Errorf("ipvsadm -Sn differs from the script's state:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-	sets, err := ipvsadm.ParseSetsBytes("ipset save", []byte(g.in("ipset", "save")))
+	sets, err := ipvssyntax.ParseSetsBytes("ipset save", []byte(g.in("ipset", "save")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +221,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 		t.Errorf("ipset save has %d sets, want %d (no scratch set left)", len(sets), len(want.Sets))
 	}
 	for _, ws := range want.Sets {
-		var gs *ipvsadm.Set
+		var gs *ipvssyntax.Set
 		for _, s := range sets {
 			if s.Name == ws.Name {
 				gs = s
@@ -223,7 +235,7 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 		}
 	}
 	var addrs []string
-	for _, l := range strings.Split(g.in("ip", "-o", "-4", "addr", "show", "dev", ipvsadm.DummyInterface), "\n") {
+	for _, l := range strings.Split(g.in("ip", "-o", "-4", "addr", "show", "dev", ipvssyntax.DummyInterface), "\n") {
 		if f := strings.Fields(l); len(f) > 3 {
 			addrs = append(addrs, f[3])
 		}
@@ -235,8 +247,8 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 	if strings.Join(addrs, " ") != strings.Join(wantAddrs, " ") {
 		t.Errorf("kube-ipvs0 has %q, want %q", addrs, wantAddrs)
 	}
-	for _, tbl := range []ipvsadm.Table{want.NAT, want.Filter} {
-		rs, err := iptables.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", tbl.Name)))
+	for _, tbl := range []ipvssyntax.Table{want.NAT, want.Filter} {
+		rs, err := iptsyntax.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", tbl.Name)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,8 +263,8 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 			}
 		}
 	}
-	for _, j := range ipvsadm.Jumps {
-		rs, _ := iptables.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", j.Table)))
+	for _, j := range ipvssyntax.Jumps {
+		rs, _ := iptsyntax.ParseBytes("iptables-save", []byte(g.in("iptables-save", "-t", j.Table)))
 		n := 0
 		for _, r := range rs.Table(j.Table).Chain(j.From).Rules {
 			if r.Args[len(r.Args)-1] == j.To {
@@ -265,9 +277,9 @@ func (g *guest) checkKernel(t *testing.T, want *ipvsadm.Node) {
 	}
 }
 
-func rulesText(t *testing.T, vss []*ipvsadm.VirtualServer) string {
+func rulesText(t *testing.T, vss []*ipvssyntax.VirtualServer) string {
 	var b bytes.Buffer
-	if err := ipvsadm.WriteRules(&b, vss); err != nil {
+	if err := ipvssyntax.WriteRules(&b, vss); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -304,96 +316,46 @@ func (g *guest) roundRobin(t *testing.T) {
 	t.Logf("cluster IP connections went to %v", ids)
 }
 
-// netlinkState programs the same virtual servers with github.com/moby/ipvs in a
-// fresh namespace and reads them back, through the library and through ipvsadm.
-func (g *guest) netlinkState(t *testing.T, want *ipvsadm.Node) {
+// netlinkState programs the same virtual servers through ipvskernel (apply's way in,
+// github.com/moby/ipvs) in a fresh namespace and reads them back, through it and
+// through ipvsadm.
+func (g *guest) netlinkState(t *testing.T, want *ipvssyntax.Node) {
 	// A namespace with no address has no local routing table, and the kernel then
 	// takes every real-server address for a broadcast one and refuses it (EINVAL):
 	// NS sets loopback up.
 	ns := g.l.NS("netlink")
-	h, err := ipvs.New("/var/run/netns/" + ns)
+	h, err := ipvskernel.OpenIPVS("/var/run/netns/" + ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	for _, vs := range want.Services {
-		svc := toMoby(vs)
-		if err := h.NewService(svc); err != nil {
-			t.Fatalf("NewService %s: %v", vs.Key(), err)
+		if err := h.AddService(vs); err != nil {
+			t.Fatalf("AddService %s: %v", vs.Key(), err)
 		}
 		for _, rs := range vs.Reals {
-			// The kernel takes a destination's family from the request when it is there
-			// and refuses one that differs from the service's: give it.
-			d := &ipvs.Destination{Address: rs.Address.Addr().AsSlice(), Port: rs.Address.Port(), Weight: rs.Weight,
-				ConnectionFlags: ipvs.ConnectionFlagMasq, AddressFamily: svc.AddressFamily}
-			if err := h.NewDestination(svc, d); err != nil {
-				t.Fatalf("NewDestination %s %s: %v", vs.Key(), rs.Address, err)
+			if err := h.AddReal(vs, rs); err != nil {
+				t.Fatalf("AddReal %s %s: %v", vs.Key(), rs.Address, err)
 			}
 		}
 	}
-	svcs, err := h.GetServices()
+	back, conns, err := h.Services() // it refuses a service without the kernel's HASHED flag
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back []*ipvsadm.VirtualServer
-	for _, s := range svcs {
-		vs := fromMoby(t, s)
-		dests, err := h.GetDestinations(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range dests {
-			a, _ := netip.AddrFromSlice(d.Address)
-			if vs.Address.Addr().Is4() {
-				a = a.Unmap()
-				if !a.Is4() {
-					a, _ = netip.AddrFromSlice(d.Address[:4])
-				}
-			}
-			f := ipvsadm.Masquerade
-			if d.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq {
-				f = ipvsadm.Route
-			}
-			vs.Reals = append(vs.Reals, ipvsadm.RealServer{Address: netip.AddrPortFrom(a, d.Port), Forward: f, Weight: d.Weight})
-		}
-		back = append(back, vs)
+	if len(conns) != 0 {
+		t.Errorf("connections counted where there were none: %v", conns)
 	}
-	ipvsadm.SortServices(back)
 	if a, b := rulesText(t, want.Services), rulesText(t, back); a != b {
-		t.Errorf("moby/ipvs GetServices differs:\nwant:\n%s\ngot:\n%s", a, b)
+		t.Errorf("ipvskernel's Services differ:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-	saved, err := ipvsadm.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(g.l.In(ns, "ipvsadm", "-Sn")))
+	saved, err := ipvssyntax.ParseRulesBytes("ipvsadm -Sn (netlink)", []byte(g.l.In(ns, "ipvsadm", "-Sn")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a, b := rulesText(t, want.Services), rulesText(t, saved); a != b {
 		t.Errorf("ipvsadm -Sn of the netlink-programmed namespace differs:\nwant:\n%s\ngot:\n%s", a, b)
 	}
-}
-
-func toMoby(vs *ipvsadm.VirtualServer) *ipvs.Service {
-	s := &ipvs.Service{
-		Address: vs.Address.Addr().AsSlice(), Port: vs.Address.Port(), SchedName: vs.Scheduler,
-		Flags: vs.Flags, Timeout: vs.Timeout, AddressFamily: 2, Netmask: 0xffffffff,
-	}
-	if vs.Address.Addr().Is6() {
-		s.AddressFamily, s.Netmask = 10, 128
-	}
-	s.Protocol = map[string]uint16{"TCP": 6, "UDP": 17, "SCTP": 132}[string(vs.Protocol)]
-	return s
-}
-
-func fromMoby(t *testing.T, s *ipvs.Service) *ipvsadm.VirtualServer {
-	if s.Flags&0x2 == 0 {
-		t.Errorf("service %v came back without the kernel's HASHED flag", s.Address)
-	}
-	a, _ := netip.AddrFromSlice(s.Address)
-	if s.AddressFamily == 2 {
-		a = a.Unmap()
-	}
-	proto := map[uint16]string{6: "TCP", 17: "UDP", 132: "SCTP"}[s.Protocol]
-	return &ipvsadm.VirtualServer{Protocol: svcmodel.Protocol(proto), Address: netip.AddrPortFrom(a, s.Port),
-		Scheduler: s.SchedName, Flags: s.Flags &^ 0x2, Timeout: s.Timeout}
 }
 
 // converge changes the node under the script's feet and the cluster under the node:

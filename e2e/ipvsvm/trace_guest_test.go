@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/svcgen/svcgen/apply"
-	"github.com/svcgen/svcgen/emit/ipvsadm"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/testkit"
+	ipvsrules "github.com/svcgen/svcgen/ipvs/rules"
+	ipvssyntax "github.com/svcgen/svcgen/ipvs/syntax"
+	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/ruleview"
 	"github.com/svcgen/svcgen/trace"
 )
@@ -120,18 +122,7 @@ func traceCluster() string {
 	var b strings.Builder
 	b.WriteString(traceYAML)
 	for _, svc := range slices.Sorted(maps.Keys(traceEndpoints)) {
-		fmt.Fprintf(&b, `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: %s-1, namespace: t, labels: {kubernetes.io/service-name: %s}}
-addressType: IPv4
-ports: [{name: http, port: 8080, protocol: TCP}]
-endpoints:
-`, svc, svc)
-		for _, ep := range traceEndpoints[svc] {
-			addr, node, _ := strings.Cut(ep, "@")
-			fmt.Fprintf(&b, "- {addresses: [%s], nodeName: %s}\n", addr, node)
-		}
+		b.WriteString(sliceYAML("t", svc, "http", 8080, "TCP", traceEndpoints[svc]...))
 	}
 	return b.String()
 }
@@ -262,7 +253,7 @@ func TestGuestTrace(t *testing.T) {
 	insideGuest(t)
 	lab := traceTopology(t)
 	res := testkit.Compile(t, "trace.yaml", traceCluster(), pipeline.Settings{})
-	writeScript(t, ipvsadm.Build(res.Map), "/tmp/trace.sh")
+	writeScript(t, ipvsrules.Build(res.Map), "/tmp/trace.sh")
 	lab.runScript(t, "/tmp/trace.sh")
 
 	files := []trace.File{
@@ -271,7 +262,7 @@ func TestGuestTrace(t *testing.T) {
 		{Name: "iptables-save", Data: []byte(lab.in("iptables-save"))},
 	}
 	lab.dummy = map[netip.Addr]bool{}
-	for _, line := range strings.Split(lab.in("ip", "-o", "-4", "addr", "show", "dev", ipvsadm.DummyInterface), "\n") {
+	for _, line := range strings.Split(lab.in("ip", "-o", "-4", "addr", "show", "dev", ipvssyntax.DummyInterface), "\n") {
 		if f := strings.Fields(line); len(f) > 3 {
 			lab.dummy[netip.MustParsePrefix(f[3]).Addr()] = true
 		}
@@ -466,10 +457,11 @@ func dialKey(ns string, from netip.Addr, to netip.AddrPort, timeout time.Duratio
 // spelling of every rule, set and virtual server (iptables-save prints -m ipvs
 // options in another order, the protocol as a number) is no drift.
 func (lab *traceLab) audit(t *testing.T, res *pipeline.Result) {
-	b, err := apply.ForMode(res.Mode, res.Map.Family, 5*time.Second)
+	m, err := modes.Lookup(string(res.Mode))
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := m.Backend(res.Map.Family, 5*time.Second)
 	want, err := b.Want(res.Map)
 	if err != nil {
 		t.Fatal(err)

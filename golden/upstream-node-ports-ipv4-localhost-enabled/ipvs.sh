@@ -1,5 +1,5 @@
 #!/bin/sh
-# kube-proxy's ipvs mode for node test-node (IPv4), written by svcgen compile -m ipvs.
+# kube-proxy v1.35 ipvs rules for node test-node (IPv4), written by svcgen.
 # Run it as root. Running it again changes only what differs from this state.
 set -eu
 

@@ -55,7 +55,7 @@ func Cluster(tb testing.TB, services int) *model.Cluster {
 	tb.Helper()
 	l := &load.Loader{}
 	l.Bytes("generated.yaml", Manifests(tb, services, gen.YAML))
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		tb.Fatal(err)
 	}
 	return &l.Cluster

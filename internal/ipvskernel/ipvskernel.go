@@ -1,10 +1,16 @@
 //go:build linux
 
-// Package ipvskernel tells whether the running kernel has IPVS, before anything talks
-// to it through github.com/moby/ipvs. That library reports success on a kernel
-// without IPVS (moby/ipvs issue 27: its commands go out with generic-netlink family 0,
-// which the kernel merely acknowledges), so a caller that does not check first
-// "programs" virtual servers that never exist.
+// Package ipvskernel is the kernel as apply's ipvs backend sees it: IPVS, the
+// ipsets, links and addresses, sysctls, each behind a small interface (Kernel) with
+// the running kernel's implementation (Host: moby/ipvs, the ipset tool, netlink,
+// /proc/sys) and an in-memory Fake that behaves like it, so that loads, rollbacks and
+// undos are tested without root. The qemu guest of e2e/ipvsvm tests Host for real.
+//
+// Check tells whether the running kernel has IPVS, before anything talks to it
+// through github.com/moby/ipvs. That library reports success on a kernel without
+// IPVS (moby/ipvs issue 27: its commands go out with generic-netlink family 0, which
+// the kernel merely acknowledges), so a caller that does not check first "programs"
+// virtual servers that never exist.
 package ipvskernel
 
 import (

@@ -70,11 +70,11 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func resolve(in pipeline.Inputs) (*model.Cluster, error) {
-	c, _, err := pipeline.Load(in)
+	l, err := pipeline.Load(in)
 	if err != nil {
 		return nil, err
 	}
-	r, err := compiler.Resolve(c, compiler.ResolveOptions{NodePortRange: compiler.PortRange{Min: 1, Max: 65535}})
+	r, err := compiler.Resolve(&l.Cluster, compiler.ResolveOptions{NodePortRange: compiler.PortRange{Min: 1, Max: 65535}})
 	if err != nil {
 		return nil, err
 	}

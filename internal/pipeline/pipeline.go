@@ -14,6 +14,7 @@ import (
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
+	"github.com/svcgen/svcgen/release"
 )
 
 // Inputs name what to read.
@@ -21,7 +22,14 @@ type Inputs struct {
 	Files   []string // files, folders or "-" for stdin
 	Config  string   // a KubeProxyConfiguration file (-c)
 	Dialect load.Dialect
+	Reader  load.Reader // how manifests are read: see load.Reader
+	Strict  bool        // typos are errors: see load.Loader.Strict
 	Stdin   io.Reader
+}
+
+// loader is an empty Loader that reads as in says.
+func (in Inputs) loader() *load.Loader {
+	return &load.Loader{Dialect: in.Dialect, Reader: in.Reader, Strict: in.Strict}
 }
 
 // UsesStdin reports whether an input is "-".
@@ -44,6 +52,10 @@ type Settings struct {
 	Family        model.IPFamily
 	// NoAllocate: see compiler.ResolveOptions (kube-proxy's own test inputs).
 	NoAllocate bool
+	// Release and Gates: --kube-proxy-version and --feature-gates (see
+	// compiler.Options).
+	Release release.Release
+	Gates   map[string]bool
 }
 
 // Result is what a run produced.
@@ -53,9 +65,16 @@ type Result struct {
 	Map      *ir.ServiceMap
 	Mode     compiler.Mode
 	Warnings []*model.Problem
+	// InputWarnings are the files of folders the loader passed over, and why.
+	InputWarnings []error
+	// Read counts the objects of each input, read and passed over.
+	Read *load.Tally
 	// Lock is the lock file's new content; nil when no lock file was asked for.
 	Lock []byte
 }
+
+// ErrNoInput is a run given no manifests: a usage mistake, not an input error.
+var ErrNoInput = errors.New("no input: give manifests with -f FILE, -f FOLDER or -f - (stdin)")
 
 // ErrInput marks errors in the user's input (exit status 1).
 var ErrInput = errors.New("input error")
@@ -67,41 +86,42 @@ func (e *InputError) Error() string   { return e.Err.Error() }
 func (e *InputError) Unwrap() error   { return e.Err }
 func (e *InputError) Is(t error) bool { return t == ErrInput }
 
-// Load reads every input into one cluster.
-func Load(in Inputs) (*model.Cluster, []*model.Problem, error) {
-	l := &load.Loader{Dialect: in.Dialect}
+// Load reads every input into one cluster. Every problem is reported, all at once:
+// the inputs that could not be read, and every document's.
+func Load(in Inputs) (*load.Loader, error) {
+	l := in.loader()
 	files := in.Files
 	if len(files) == 0 {
-		return nil, nil, &InputError{errors.New("no input: give manifests with -f FILE, -f FOLDER or -f - (stdin)")}
+		return nil, ErrNoInput
 	}
 	for _, f := range files {
-		if err := l.Path(f, in.Stdin); err != nil {
-			return nil, nil, &InputError{err}
-		}
+		l.Path(f, in.Stdin)
 	}
 	if in.Config != "" {
 		before := len(l.Cluster.Configs)
-		if err := l.Path(in.Config, in.Stdin); err != nil {
-			return nil, nil, &InputError{err}
-		}
-		if len(l.Cluster.Configs) == before && l.Errors.Len() == 0 {
-			return nil, nil, &InputError{fmt.Errorf("%s: no KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) in this file", in.Config)}
+		l.Path(in.Config, in.Stdin)
+		if len(l.Cluster.Configs) == before && l.Err() == nil {
+			return nil, &InputError{fmt.Errorf("%s: no KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) in this file", in.Config)}
 		}
 	}
-	l.Errors.Sort()
-	if err := l.Errors.Err(); err != nil {
-		return nil, nil, &InputError{err}
+	if err := l.Err(); err != nil {
+		return nil, &InputError{err}
 	}
-	return &l.Cluster, l.Warnings.List(), nil
+	return l, nil
 }
 
 // Run loads, resolves and compiles.
 func Run(in Inputs, s Settings) (*Result, error) {
-	cluster, warnings, err := Load(in)
+	l, err := Load(in)
 	if err != nil {
 		return nil, err
 	}
-	return Compile(cluster, warnings, in.Dialect == load.MiniK8s, s)
+	res, err := Compile(&l.Cluster, l.Warnings.List(), in.Dialect == load.MiniK8s, s)
+	if err != nil {
+		return nil, err
+	}
+	res.InputWarnings, res.Read = l.InputWarnings, &l.Tally
+	return res, nil
 }
 
 // Compile resolves and compiles a loaded cluster.
@@ -145,7 +165,7 @@ func options(cluster *model.Cluster, miniK8s bool, s Settings) (compiler.Resolve
 	if mode == "" {
 		mode = compiler.IPTables
 	}
-	return ropts, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, PreferSameTrafficDistribution: true}, nil
+	return ropts, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, Release: s.Release, Gates: s.Gates}, nil
 }
 
 func result(cluster *model.Cluster, resolved *compiler.Resolved, sm *ir.ServiceMap, mode compiler.Mode, warnings []*model.Problem, s Settings) *Result {

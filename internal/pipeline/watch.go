@@ -4,11 +4,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/svcgen/svcgen/compiler"
@@ -36,6 +34,10 @@ import (
 // A Watch reads files, so it lives here and not in the compiler; it is not safe for
 // concurrent use.
 type Watch struct {
+	// Settle: a file changed less than this long ago is not read yet; its last good
+	// version stays (an editor or a slow writer is not done with it).
+	Settle time.Duration
+
 	in       Inputs
 	settings Settings
 	mode     compiler.Mode
@@ -48,6 +50,7 @@ type watchedFile struct {
 	modTime time.Time
 	sum     [sha256.Size]byte
 	objects *model.Cluster
+	read    *load.Tally
 }
 
 // WatchUpdate is what changed in one Refresh.
@@ -70,7 +73,8 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 	w := &Watch{in: in, settings: s, files: map[string]*watchedFile{}}
 	cluster := &model.Cluster{}
 	var warnings []*model.Problem
-	paths, err := w.paths()
+	read := &load.Tally{}
+	paths, passed, err := w.paths()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,6 +86,7 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 		w.files[p] = f
 		warnings = append(warnings, warns...)
 		cluster.Append(f.objects)
+		read.Merge(f.read)
 	}
 	ropts, opts, err := options(cluster, in.Dialect == load.MiniK8s, s)
 	if err != nil {
@@ -92,14 +97,16 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 		return nil, nil, &InputError{err}
 	}
 	w.session, w.mode = sess, opts.Mode
-	return w, result(cluster, sess.Resolved(), up.Map, opts.Mode, append(warnings, up.Warnings...), s), nil
+	res := result(cluster, sess.Resolved(), up.Map, opts.Mode, append(warnings, up.Warnings...), s)
+	res.InputWarnings, res.Read = passed, read
+	return w, res, nil
 }
 
 // Refresh reads the inputs that changed and recompiles. It returns nil when nothing
 // changed. On an error (a changed file is wrong) the Watch keeps its last good state
 // and the next Refresh tries again.
 func (w *Watch) Refresh() (*WatchUpdate, error) {
-	paths, err := w.paths()
+	paths, _, err := w.paths()
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +116,12 @@ func (w *Watch) Refresh() (*WatchUpdate, error) {
 	var warnings []*model.Problem
 	for _, p := range paths {
 		old := w.files[p]
+		if w.unsettled(p) {
+			if old != nil {
+				next[p] = old
+			}
+			continue
+		}
 		f, warns, err := w.reread(p, old)
 		if err != nil {
 			return nil, err
@@ -148,37 +161,29 @@ func (w *Watch) Refresh() (*WatchUpdate, error) {
 }
 
 // paths lists the input files now: folders are walked again, so new files count.
-func (w *Watch) paths() ([]string, error) {
-	var out []string
+// What the folders hold that is not read is passed, with why.
+func (w *Watch) paths() (out []string, passed []error, err error) {
 	for _, p := range append(append([]string{}, w.in.Files...), w.in.Config) {
 		if p == "" {
 			continue
 		}
-		info, err := os.Stat(p)
+		files, skipped, err := load.Files(p)
 		if err != nil {
-			return nil, &InputError{err}
+			return nil, nil, &InputError{err}
 		}
-		if !info.IsDir() {
-			out = append(out, p)
-			continue
-		}
-		err = filepath.WalkDir(p, func(f string, d fs.DirEntry, err error) error {
-			switch {
-			case err != nil:
-				return err
-			case d.IsDir() && f != p && strings.HasPrefix(d.Name(), "."):
-				return filepath.SkipDir
-			case !d.IsDir() && load.IsManifest(f):
-				out = append(out, f)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, &InputError{err}
-		}
+		out, passed = append(out, files...), append(passed, skipped...)
 	}
 	sort.Strings(out)
-	return out, nil
+	return out, passed, nil
+}
+
+// unsettled reports a file changed within the settle period.
+func (w *Watch) unsettled(path string) bool {
+	if w.Settle <= 0 {
+		return false
+	}
+	info, err := os.Stat(path)
+	return err == nil && time.Since(info.ModTime()) < w.Settle
 }
 
 // reread returns old when the file did not change.
@@ -201,23 +206,31 @@ func (w *Watch) reread(path string, old *watchedFile) (*watchedFile, []*model.Pr
 
 // read loads one file on its own.
 func (w *Watch) read(path string) (*watchedFile, []*model.Problem, error) {
-	info, err := os.Stat(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, nil, &InputError{err}
 	}
-	data, err := os.ReadFile(path)
+	defer fh.Close()
+	info, err := fh.Stat()
 	if err != nil {
 		return nil, nil, &InputError{err}
 	}
-	l := &load.Loader{Dialect: w.in.Dialect}
+	if !info.Mode().IsRegular() {
+		return nil, nil, &InputError{fmt.Errorf("%s: not a regular file: --watch reads its inputs again and again", path)}
+	}
+	// One byte more than the loader takes: it says the file is too large.
+	data, err := io.ReadAll(io.LimitReader(fh, load.DefaultMaxInput+1))
+	if err != nil {
+		return nil, nil, &InputError{err}
+	}
+	l := w.in.loader()
 	l.Bytes(path, data)
-	l.Errors.Sort()
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		return nil, nil, &InputError{err}
 	}
 	if path == w.in.Config && len(l.Cluster.Configs) == 0 {
 		return nil, nil, &InputError{fmt.Errorf("%s: no KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) in this file", path)}
 	}
-	f := &watchedFile{size: info.Size(), modTime: info.ModTime(), sum: sha256.Sum256(data), objects: &l.Cluster}
+	f := &watchedFile{size: info.Size(), modTime: info.ModTime(), sum: sha256.Sum256(data), objects: &l.Cluster, read: &l.Tally}
 	return f, l.Warnings.List(), nil
 }

@@ -19,7 +19,7 @@ func TestGenerate(t *testing.T) {
 		}
 		l := &load.Loader{}
 		l.Bytes("random.yaml", data)
-		if err := l.Errors.Err(); err != nil {
+		if err := l.Err(); err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, data)
 		}
 		res, err := pipeline.Compile(&l.Cluster, l.Warnings.List(), false, pipeline.Settings{})

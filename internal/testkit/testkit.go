@@ -8,10 +8,13 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/diff"
+	"github.com/svcgen/svcgen/gen"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 )
@@ -27,7 +30,7 @@ func loader(tb testing.TB, name, manifests string) *load.Loader {
 	tb.Helper()
 	l := &load.Loader{}
 	l.Text(name, manifests)
-	if err := l.Errors.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		tb.Fatalf("loading %s: %v", name, err)
 	}
 	return l
@@ -90,4 +93,48 @@ func CompareGolden(tb testing.TB, path string, got []byte, update bool) {
 	if !bytes.Equal(got, want) {
 		tb.Errorf("%s differs (go test -update rewrites it):\n%s", path, diff.Diff("want", want, "got", got))
 	}
+}
+
+// GenYAML is a generated cluster (svcgen gen) as manifests.
+func GenYAML(tb testing.TB, o gen.Options) string {
+	tb.Helper()
+	var b strings.Builder
+	if err := gen.Write(&b, o); err != nil {
+		tb.Fatal(err)
+	}
+	return b.String()
+}
+
+// GenMap compiles a generated cluster of services Services with endpoints endpoints
+// each, for iptables mode.
+func GenMap(tb testing.TB, services, endpoints int, seed uint64) *ir.ServiceMap {
+	tb.Helper()
+	return Compile(tb, "gen.yaml", GenYAML(tb, gen.Options{Services: services, Endpoints: endpoints, Seed: seed}), pipeline.Settings{}).Map
+}
+
+// Without returns the map without every n-th service, and with one endpoint moved in
+// every m-th one: a realistic next state.
+func Without(sm *ir.ServiceMap, n, m int) *ir.ServiceMap {
+	out := *sm
+	out.Services = nil
+	for i, s := range sm.Services {
+		if i%n == 0 {
+			continue
+		}
+		if i%m == 0 {
+			c := *s
+			c.Ports = nil
+			for _, p := range s.Ports {
+				pc := *p
+				pc.Endpoints = append([]ir.Endpoint(nil), p.Endpoints...)
+				if len(pc.Endpoints) > 0 {
+					pc.Endpoints[0].Port++
+				}
+				c.Ports = append(c.Ports, &pc)
+			}
+			s = &c
+		}
+		out.Services = append(out.Services, s)
+	}
+	return &out
 }

@@ -1,0 +1,102 @@
+package syntax
+
+import (
+	"slices"
+
+	"github.com/svcgen/svcgen/ruleview"
+)
+
+// Scope says which part of a ruleset a view shows.
+type Scope int
+
+const (
+	// Everything shows every table and chain, for comparing two rule files.
+	Everything Scope = iota
+	// KubeProxyOnly shows what kube-proxy owns: its chains (IsKubeProxyChain, and
+	// KUBE-FIREWALL when it holds only kube-proxy's rule) and the rules of built-in
+	// chains that jump to them. A live node has other software's rules as well.
+	KubeProxyOnly
+)
+
+// builtinOrder is the order of the built-in chains in a view: the packet's way.
+var builtinOrder = []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
+
+// View is the ruleset as diff and audit compare it: one section per chain, rules keyed
+// by meaning (RuleKey), hashed chains and rules assigned to their service ports.
+func (rs *Ruleset) View(owners Owners, scope Scope) *ruleview.View {
+	v := &ruleview.View{Labels: map[string]string{}}
+	for name, o := range owners {
+		v.Labels[name] = o.String()
+	}
+	for _, t := range rs.Tables {
+		ours := t.KubeProxyOwns
+		for _, c := range t.Chains {
+			builtin := IsBuiltin(t.Name, c.Name)
+			if scope == KubeProxyOnly && !builtin && !ours(c.Name) {
+				continue
+			}
+			s := &ruleview.Section{Table: t.Name, Name: c.Name, Owner: owners[c.Name].Port}
+			switch {
+			case builtin:
+				s.Header, s.Rank = ":"+c.Name+" "+c.Policy, slices.Index(builtinOrder, c.Name)
+				if scope == KubeProxyOnly {
+					s.Header = ":" + c.Name // the policy is not kube-proxy's
+				}
+			case s.Owner != "":
+				s.Header, s.Rank = ":"+c.Name+" -", len(builtinOrder)+1
+			default:
+				s.Header, s.Rank = ":"+c.Name+" -", len(builtinOrder)
+			}
+			for _, r := range c.Rules {
+				if scope == KubeProxyOnly && builtin && !ours(RuleTarget(r.Args)) {
+					continue
+				}
+				s.Lines = append(s.Lines, ruleview.Line{Text: r.Text(), Key: r.Chain + " " + RuleKey(r.Args), Owner: owners.RulePort(r)})
+			}
+			// An empty built-in chain is what a table has without it.
+			if builtin && len(s.Lines) == 0 && (scope == KubeProxyOnly || c.Policy == "ACCEPT") {
+				continue
+			}
+			v.Sections = append(v.Sections, s)
+		}
+	}
+	v.Sort()
+	return v
+}
+
+// LineOwner is the owner of the chain a restore line is about, or the service port
+// its comment names; "" for the node's own lines.
+func (o Owners) LineOwner(line string) string {
+	chain := LineChain([]byte(line))
+	if label := o.Label(chain); label != "" {
+		return label
+	}
+	words, err := splitWords(line)
+	if err != nil {
+		return ""
+	}
+	return commentPort(words)
+}
+
+// KubeProxyOwns reports a chain of the table that kube-proxy (or svcgen) made in some
+// mode (IsKubeProxyChain), or KUBE-FIREWALL when it holds kube-proxy's localhost rule
+// and nothing else (with other rules it is kubelet's; empty, as a complete ruleset
+// declares it for kubelet's jumps, it is nobody's and changes no packet).
+func (t *Table) KubeProxyOwns(chain string) bool {
+	return IsKubeProxyChain(chain) || (chain == ChainFirewall && onlyLocalhostBlock(t.Chain(chain)))
+}
+
+// onlyLocalhostBlock reports a KUBE-FIREWALL chain that holds at most kube-proxy's rule
+// blocking outside traffic to 127.0.0.0/8.
+func onlyLocalhostBlock(c *Chain) bool {
+	if c == nil || len(c.Rules) == 0 {
+		return false // an empty KUBE-FIREWALL is kubelet's jump target, nobody's rules
+	}
+	key := RuleKey(LocalhostBlock)
+	for _, r := range c.Rules {
+		if RuleKey(r.Args) != key {
+			return false
+		}
+	}
+	return true
+}
