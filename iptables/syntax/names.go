@@ -18,6 +18,11 @@ const (
 	ChainFirewall         = "KUBE-FIREWALL" // kubelet's; kube-proxy writes a copy
 	ChainPostrouting      = "KUBE-POSTROUTING"
 	ChainMarkMasq         = "KUBE-MARK-MASQ"
+	// ChainCanary is the empty chain the iptables proxier's ipt.Monitor keeps in
+	// mangle, nat and filter to notice a flush (pkg/util/iptables runner.Monitor).
+	// No rule jumps to it and no sync writes it: it says kube-proxy runs, and is not
+	// part of the rules.
+	ChainCanary = "KUBE-PROXY-CANARY"
 )
 
 // CommitMark is the chain that each block of a restore written with
@@ -112,7 +117,7 @@ func (c *Probabilities) Get(n int) string {
 // per-service chain (cleanupPrefixes).
 var kubeProxyChains = []string{
 	ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall,
-	ChainPostrouting, ChainMarkMasq, "KUBE-PROXY-CANARY",
+	ChainPostrouting, ChainMarkMasq, ChainCanary,
 	// ipvs mode
 	"KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-SOURCE-RANGES-FIREWALL",
 	"KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER",
