@@ -13,6 +13,7 @@ declare -A need=(
   [iptables]=iptables [nft]=nftables [ipset]=ipset [ipvsadm]=ipvsadm
   [ip]=iproute2 [conntrack]=conntrack [dot]=graphviz [nfacct]=nfacct
   [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [depmod]=kmod [dash]=dash
+  [sysctl]=procps [ip6tables]=iptables
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -24,6 +24,8 @@ type Case struct {
 	// NodePortRange is svcgen's --node-port-range: kube-proxy's own test objects use
 	// node ports such as 3001, which an API server with the default range refuses.
 	NodePortRange string
+	// Release, when set, is the only release ("v1.37") the case is run through.
+	Release string
 }
 
 // AllModes are kube-proxy's three modes on Linux.
@@ -232,7 +234,7 @@ func setScalar(m *yaml.Node, key, value string) {
 }
 
 // setProbe sets the NodeEnvironment's iptables.randomFully and iptables.nfacct to the
-// probe's, and reports whether either changed (svcgen's defaults: true and false).
+// probe's, and reports whether either changed (svcgen's defaults: both true).
 func setProbe(env *yaml.Node, probe Probe) bool {
 	ipt := get(env, "iptables")
 	if ipt == nil || ipt.Kind != yaml.MappingNode {
@@ -245,7 +247,7 @@ func setProbe(env *yaml.Node, probe Probe) bool {
 		}
 		return def
 	}
-	changed := was("randomFully", true) != probe.RandomFully || was("nfacct", false) != probe.NFAcct
+	changed := was("randomFully", true) != probe.RandomFully || was("nfacct", true) != probe.NFAcct
 	ipt.Style = 0
 	setScalar(ipt, "randomFully", fmt.Sprint(probe.RandomFully))
 	setScalar(ipt, "nfacct", fmt.Sprint(probe.NFAcct))

@@ -3,10 +3,12 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -81,19 +83,20 @@ func (m *modeRun) kubeProxy() side {
 	return m.read(l, ns, out)
 }
 
-// svcgenResult is svcgen's side of a case in a mode, computed once: today svcgen
-// writes one layout for every release, so the side is shared by the releases whose
-// probe agrees, until svcgen takes --kube-proxy-version.
+// svcgenResult is svcgen's side of a case in a mode, loaded and read once for every
+// release svcgen writes the same rules for (the header naming the release aside).
 type svcgenResult struct {
 	once sync.Once
 	side side
 }
 
 func (h *harness) svcgenSide(m *modeRun) side {
-	key := fmt.Sprintf("%s %s %+v", m.c.Name, m.mode, m.rel.probe)
-	if h.versionFlag {
-		key += " " + m.rel.name
+	out := filepath.Join(m.dir, "svcgen")
+	rules, sum, err := m.compile(out)
+	if err != nil {
+		return side{err: err}
 	}
+	key := fmt.Sprintf("%s %s %s %+v %x", m.c.Name, m.mode, m.env.Family, m.rel.probe, sum)
 	h.mu.Lock()
 	r := h.svcgens[key]
 	if r == nil {
@@ -101,29 +104,52 @@ func (h *harness) svcgenSide(m *modeRun) side {
 		h.svcgens[key] = r
 	}
 	h.mu.Unlock()
-	r.once.Do(func() { r.side = m.svcgen() })
+	r.once.Do(func() { r.side = m.load(rules, out) })
 	return r.side
 }
 
-// svcgen compiles the case for the mode, loads it into a namespace of its own with
-// the real tools and reads it back (ipvs mode: the parts --split writes, the sets
-// loaded with ipset restore).
-func (m *modeRun) svcgen() side {
-	l := newLab(m.t)
-	ns := l.NS("sg")
-	m.setupNode(l, ns)
-	args := append([]string{"compile", "-m", m.mode, "--node", m.node}, m.h.inputArgs(m.c, m.dir)...)
-	if m.h.versionFlag {
-		args = append(args, "--kube-proxy-version", strings.TrimPrefix(m.rel.name, "v"))
-	}
-	out := filepath.Join(m.dir, "svcgen")
+// releaseHeader is the first line of svcgen's iptables and nftables output, which
+// names the release: "# kube-proxy v1.37 iptables rules for node ...".
+var releaseHeader = regexp.MustCompile(`\A# kube-proxy v1\.\d+ [^\n]*\n`)
+
+// compile runs svcgen compile for the case, mode and release (ipvs mode: the parts
+// --split writes into out) and returns the rules and a hash of them without the
+// header that names the release.
+func (m *modeRun) compile(out string) (rules []byte, sum [sha256.Size]byte, err error) {
+	args := append([]string{"compile", "-m", m.mode, "--node", m.node, "--kube-proxy-version", m.rel.table.String()},
+		m.h.inputArgs(m.c, m.dir)...)
 	if m.mode == "ipvs" {
 		args = append(args, "--split", "-o", out)
 	}
-	rules, err := m.h.run(args...)
-	if err != nil {
-		return side{err: err}
+	if rules, err = m.h.run(args...); err != nil {
+		return nil, sum, err
 	}
+	h := sha256.New()
+	h.Write(releaseHeader.ReplaceAll(rules, nil))
+	if m.mode == "ipvs" {
+		for _, name := range ipvsParts {
+			data, err := os.ReadFile(filepath.Join(out, name))
+			if err != nil {
+				return nil, sum, err
+			}
+			fmt.Fprintf(h, "%s %d\n", name, len(data))
+			h.Write(data)
+		}
+	}
+	copy(sum[:], h.Sum(nil))
+	return rules, sum, nil
+}
+
+// ipvsParts are the files svcgen compile -m ipvs --split writes.
+var ipvsParts = []string{"sysctl.conf", "addresses", "ipset.restore", "ipvsadm.rules", "iptables.rules"}
+
+// load loads svcgen's rules into a namespace of its own with the real tools and
+// reads them back (ipvs mode: the parts in out, the sets loaded with ipset restore).
+func (m *modeRun) load(rules []byte, out string) side {
+	l := newLab(m.t)
+	ns := l.NS("sg")
+	m.setupNode(l, ns)
+	var err error
 	switch m.mode {
 	case "nftables":
 		err = l.Feed(ns, rules, "nft", "-f", "-")

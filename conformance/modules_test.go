@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	svcrelease "github.com/svcgen/svcgen/release"
 )
 
 var (
@@ -19,29 +21,46 @@ var (
 // TestReleaseModules checks each conformance/vX.Y module against the release it
 // names: it requires k8s.io/kubernetes vX.Y.Z, replaces every staging module of that
 // release's replace block (and only those) with the same module at v0.Y.Z, and its
-// program reports that version. The upstream go.mod comes from the module cache or
-// the module proxy (go mod download).
+// program reports that version. The modules are exactly the releases of svcgen's
+// release table, each at its Module version. The upstream go.mod comes from the
+// module cache or the module proxy (go mod download).
 func TestReleaseModules(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command")
 	}
-	mods, _ := filepath.Glob("v*/go.mod")
-	if len(mods) == 0 {
-		t.Fatal("no conformance/vX.Y modules")
+	table := map[string]string{} // "v1.37" -> the k8s.io/kubernetes version
+	for _, r := range svcrelease.All() {
+		table["v"+r.String()] = r.Module
 	}
+	defer func() {
+		if t.Skipped() {
+			return
+		}
+		for dir := range table {
+			t.Errorf("release %s has no oracle module conformance/%s (see docs/oracle.md)", strings.TrimPrefix(dir, "v"), dir)
+		}
+	}()
+	mods, _ := filepath.Glob("v*/go.mod")
 	for _, mod := range mods {
 		dir := filepath.Dir(mod)
 		data, err := os.ReadFile(mod)
 		if err != nil {
 			t.Fatal(err)
 		}
+		module, ok := table[dir]
+		delete(table, dir)
 		m := requireKubernetes.FindStringSubmatch(string(data))
 		if m == nil {
 			t.Errorf("%s: no require k8s.io/kubernetes", mod)
 			continue
 		}
 		version, minor, patch := m[1], m[2], m[3]
+		if !ok {
+			t.Errorf("conformance/%s: svcgen's release table (release/) has no release %s", dir, strings.TrimPrefix(dir, "v"))
+		} else if version != module {
+			t.Errorf("%s requires k8s.io/kubernetes %s; the release table's Module is %s", mod, version, module)
+		}
 		if dir != "v1."+minor {
 			t.Errorf("%s requires k8s.io/kubernetes %s", mod, version)
 		}

@@ -17,14 +17,17 @@ import (
 	"github.com/rogpeppe/go-internal/diff"
 	"github.com/svcgen/svcgen/internal/netlab"
 	"github.com/svcgen/svcgen/internal/randcluster"
+	svcrelease "github.com/svcgen/svcgen/release"
 )
 
 // Knobs, each also an environment variable (test.sh passes the environment on):
 //
 //	SVCGEN_ORACLE_RELEASES  releases to run, "v1.35,v1.34" (default: every conformance/v*)
 //	SVCGEN_ORACLE_MODES     modes, "iptables,nftables" (default: all three)
-//	SVCGEN_ORACLE_CLUSTERS  random clusters per release and mode (default 200; 10 with -short)
-//	SVCGEN_ORACLE_GOLDEN    "0" leaves out the golden cases
+//	SVCGEN_ORACLE_CLUSTERS  random clusters per release and mode (default: defaultClusters)
+//	SVCGEN_ORACLE_GOLDEN    "all": every golden case through every release; "0": none;
+//	                        default: each golden case through one release, in turn
+//	                        (every mode it is for), so CI stays within its budget
 //	SVCGEN_ORACLE_JOBS      cases run at once (default 4: most of a case is waiting on
 //	                        processes, so more than the 2 CPUs keeps them busy)
 //	SVCGEN_ORACLE_REPORT    a file the summary is written to
@@ -54,7 +57,7 @@ func TestOracle(t *testing.T) {
 		for _, rel := range h.releases {
 			for _, mode := range h.modes {
 				for _, c := range cases {
-					if !slices.Contains(c.Modes, mode) {
+					if !slices.Contains(c.Modes, mode) || (c.Release != "" && c.Release != rel.name) {
 						continue
 					}
 					t.Run(rel.name+"/"+mode+"/"+c.Name, func(t *testing.T) {
@@ -102,6 +105,16 @@ func requireTools(t *testing.T, tools ...string) {
 	t.Skipf("the oracle needs %s (run test.sh as root)", strings.Join(missing, ", "))
 }
 
+// defaultClusters is the number of random clusters per release and mode when
+// SVCGEN_ORACLE_CLUSTERS does not say: sized so that test.sh stays within CI's budget
+// (docs/oracle.md has the measurements).
+func defaultClusters() int {
+	if testing.Short() {
+		return 4
+	}
+	return 24
+}
+
 func atoiOr(s string, def int) int {
 	if n, err := strconv.Atoi(s); err == nil && n > 0 {
 		return n
@@ -109,11 +122,13 @@ func atoiOr(s string, def int) int {
 	return def
 }
 
-// release is one built oracle program.
+// release is one built oracle program and the entry of svcgen's release table it
+// checks.
 type release struct {
 	name  string // "v1.35"
 	bin   string
 	probe Probe
+	table svcrelease.Release
 }
 
 // harness holds what every case shares: the svcgen binary, the oracles, the
@@ -121,10 +136,13 @@ type release struct {
 type harness struct {
 	dir          string
 	svcgen       string
-	versionFlag  bool // svcgen compile has --kube-proxy-version
 	releases     []*release
 	modes        []string
 	expectations []*Expectation
+	// complete: the run has every case of the default size (the golden cases and at
+	// least the default number of random clusters), so an expectation that matches
+	// nothing in a release and mode it names is stale, and fails the test.
+	complete bool
 
 	mu       sync.Mutex
 	resolved map[string]*resolution
@@ -150,8 +168,6 @@ func newHarness(t *testing.T) *harness {
 	h.modes = strings.Split(knob("SVCGEN_ORACLE_MODES", strings.Join(AllModes, ",")), ",")
 	h.svcgen = filepath.Join(h.dir, "svcgen")
 	build(t, "svcgen", "build", "-o", h.svcgen, "../cmd/svcgen")
-	help, _ := exec.Command(h.svcgen, "compile", "--help").CombinedOutput()
-	h.versionFlag = bytes.Contains(help, []byte("--kube-proxy-version"))
 	h.releases = h.buildReleases(t)
 	return h
 }
@@ -182,8 +198,13 @@ func (h *harness) buildReleases(t *testing.T) []*release {
 		if want != "" && !slices.Contains(strings.Split(want, ","), name) {
 			continue
 		}
-		r := &release{name: name, bin: filepath.Join(h.dir, "oracle-"+name)}
+		table, err := svcrelease.Parse(name)
+		if err != nil {
+			t.Fatalf("conformance/%s: svcgen's release table has no such release: %v", name, err)
+		}
+		r := &release{name: name, bin: filepath.Join(h.dir, "oracle-"+name), table: table}
 		build(t, "the "+name+" oracle", "build", "-C", name, "-o", r.bin, ".")
+		checkGates(t, r)
 		l := netlab.New(t)
 		ns := l.NS("probe")
 		if err := json.Unmarshal([]byte(l.In(ns, r.bin, "probe")), &r.probe); err != nil {
@@ -199,16 +220,23 @@ func (h *harness) buildReleases(t *testing.T) []*release {
 	return out
 }
 
-// cases are the golden cases (unless SVCGEN_ORACLE_GOLDEN=0), the oracle's own
+// cases are the golden cases (see SVCGEN_ORACLE_GOLDEN), the oracle's own
 // (testdata/) and the random clusters, every fourth one IPv6.
 func (h *harness) cases(t *testing.T) []Case {
 	var cases []Case
-	if knob("SVCGEN_ORACLE_GOLDEN", "1") != "0" {
-		golden, steps, err := GoldenCases("../golden")
+	golden := knob("SVCGEN_ORACLE_GOLDEN", "1")
+	if golden != "0" {
+		gc, steps, err := GoldenCases("../golden")
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, golden...)
+		if golden != "all" {
+			for i := range gc {
+				gc[i].Release = h.releases[i%len(h.releases)].name
+			}
+			h.tally.note("each golden case through one release, in turn (SVCGEN_ORACLE_GOLDEN=all: through every release)")
+		}
+		cases = append(cases, gc...)
 		h.tally.note("multi-step golden cases (step-NN, --previous) not run: %s", strings.Join(steps, ", "))
 	}
 	own, err := TestdataCases("testdata")
@@ -216,11 +244,9 @@ func (h *harness) cases(t *testing.T) []Case {
 		t.Fatal(err)
 	}
 	cases = append(cases, own...)
-	def := "200"
-	if testing.Short() {
-		def = "10"
-	}
-	n := atoiOr(knob("SVCGEN_ORACLE_CLUSTERS", def), 200)
+	def := defaultClusters()
+	n := atoiOr(knob("SVCGEN_ORACLE_CLUSTERS", ""), def)
+	h.complete = golden != "0" && n >= def
 	for seed := 1; seed <= n; seed++ {
 		cases = append(cases, Case{
 			Name:  fmt.Sprintf("random-%d", seed),
@@ -231,13 +257,10 @@ func (h *harness) cases(t *testing.T) []Case {
 	return cases
 }
 
-// resolve runs svcgen resolve once per case (and release, once svcgen takes
-// --kube-proxy-version).
-func (h *harness) resolve(c Case, rel *release, dir string) ([]byte, error) {
+// resolve runs svcgen resolve once per case: the cluster after svcgen's control
+// plane does not depend on the kube-proxy release.
+func (h *harness) resolve(c Case, dir string) ([]byte, error) {
 	key := c.Name
-	if h.versionFlag {
-		key += "@" + rel.name
-	}
 	h.mu.Lock()
 	r := h.resolved[key]
 	if r == nil {
@@ -293,7 +316,7 @@ func (h *harness) compare(t *testing.T, rel *release, mode string, c Case) {
 	if c.Config != nil {
 		write(t, dir, "case-config.yaml", c.Config)
 	}
-	resolved, err := h.resolve(c, rel, dir)
+	resolved, err := h.resolve(c, dir)
 	if err != nil {
 		if strings.HasPrefix(c.Name, "golden/") {
 			h.tally.add(key, "not run: svcgen refuses the input (objects that never passed an API server)")
@@ -318,6 +341,10 @@ func (h *harness) compare(t *testing.T, rel *release, mode string, c Case) {
 	took := time.Since(start)
 	sg := h.svcgenSide(m)
 	t.Logf("kube-proxy side %s, then svcgen side %s", took.Round(time.Millisecond), (time.Since(start) - took).Round(time.Millisecond))
+	if kp.err != nil && sg.err != nil {
+		h.tally.add(key, "both refuse the input (counted as identical)")
+		t.Logf("both refuse the input:\nkube-proxy: %v\nsvcgen: %v", kp.err, sg.err)
+	}
 	h.record(t, key, c.Name, compareSides(rel.name, kp, sg))
 }
 
@@ -419,4 +446,30 @@ func unified(rel, kubeProxy, svcgen string) string {
 		return ""
 	}
 	return string(diff.Diff("kube-proxy "+rel, []byte(kubeProxy), "svcgen", []byte(svcgen)))
+}
+
+// checkGates holds svcgen's release table to the release's own feature gates: every
+// gate the table lists must be one the release knows, with the same default and the
+// same lock. svcgen and the oracle then agree on every gate a case leaves unset, and
+// a case's featureGates reach both (svcgen reads the configuration the oracle runs).
+func checkGates(t *testing.T, r *release) {
+	t.Helper()
+	out, err := exec.Command(r.bin, "gates").Output()
+	if err != nil {
+		t.Fatalf("%s gates: %v", r.name, err)
+	}
+	var upstream map[string]struct{ Default, Locked bool }
+	if err := json.Unmarshal(out, &upstream); err != nil {
+		t.Fatalf("%s gates: %v", r.name, err)
+	}
+	for _, g := range r.table.Gates {
+		u, ok := upstream[g.Name]
+		switch {
+		case !ok:
+			t.Errorf("release %s: svcgen lists gate %s, which kube-proxy %s does not know", r.table, g.Name, r.table.Module)
+		case u.Default != g.Default || u.Locked != g.Locked:
+			t.Errorf("release %s: svcgen has gate %s default %v locked %v; kube-proxy %s: default %v locked %v",
+				r.table, g.Name, g.Default, g.Locked, r.table.Module, u.Default, u.Locked)
+		}
+	}
 }

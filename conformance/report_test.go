@@ -77,7 +77,7 @@ func (t *tally) count(key, name string, ids map[string]bool, unexpected bool) {
 func (h *harness) report(t *testing.T, took time.Duration) string {
 	tl := &h.tally
 	var b strings.Builder
-	fmt.Fprintf(&b, "oracle: %s, svcgen --kube-proxy-version: %v\n", took.Round(time.Second), h.versionFlag)
+	fmt.Fprintf(&b, "oracle: %s\n", took.Round(time.Second))
 	for _, g := range tl.global {
 		fmt.Fprintf(&b, "  note: %s\n", g)
 	}
@@ -104,10 +104,25 @@ func (h *harness) report(t *testing.T, took time.Duration) string {
 	for _, e := range h.expectations {
 		if ex, ok := tl.examples[e.ID]; ok {
 			fmt.Fprintf(&b, "example of %s (%s):\n%s\n", e.ID, e.Reason, ex)
-		} else {
-			fmt.Fprintf(&b, "expectation %s (expected.txt:%d) matched nothing in this run\n", e.ID, e.Line)
+			continue
+		}
+		fmt.Fprintf(&b, "expectation %s (expected.txt:%d) matched nothing in this run\n", e.ID, e.Line)
+		if h.complete && h.ran(e) {
+			t.Errorf("expected.txt:%d: %s matched no difference in the releases and modes it names: remove it", e.Line, e.ID)
 		}
 	}
 	t.Log("\n" + b.String())
 	return b.String()
+}
+
+// ran reports whether the run compared a release and mode the expectation names.
+func (h *harness) ran(e *Expectation) bool {
+	for _, r := range h.releases {
+		for _, m := range h.modes {
+			if e.Applies(r.name, m) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	v1 "k8s.io/api/core/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	"k8s.io/kubernetes/pkg/proxy/util/nfacct"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
@@ -22,6 +23,9 @@ const usage = `usage:
   %[1]s probe
       print, as JSON, what kube-proxy finds on this node: --random-fully support and
       nfacct (the namespace's nfacct counters are changed)
+  %[1]s gates
+      print, as JSON, every feature gate the release knows with its default and
+      whether it is locked to it
   %[1]s version
       print the k8s.io/kubernetes version the oracle runs
 `
@@ -42,6 +46,8 @@ func run(r Release, args []string, stdout, stderr io.Writer) int {
 		err = runCommand(r, args[2:], stderr)
 	case "probe":
 		err = probe(r, stdout)
+	case "gates":
+		err = gates(stdout)
 	case "version":
 		fmt.Fprintln(stdout, r.Version())
 	default:
@@ -94,4 +100,22 @@ func probe(r Release, stdout io.Writer) error {
 		p.NFAcct = runner.Ensure(metrics.IPTablesCTStateInvalidDroppedNFAcctCounter) == nil
 	}
 	return json.NewEncoder(stdout).Encode(p)
+}
+
+// Gate is a feature gate as the release's kube-proxy knows it before any
+// configuration sets it.
+type Gate struct {
+	Default bool `json:"default"`
+	Locked  bool `json:"locked"`
+}
+
+// gates prints the release's feature gates (k8s.io/kubernetes/pkg/features and the
+// generic ones, as registered on utilfeature.DefaultMutableFeatureGate), so the
+// harness can check svcgen's release table against them.
+func gates(stdout io.Writer) error {
+	out := map[string]Gate{}
+	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+		out[string(name)] = Gate{Default: spec.Default, Locked: spec.LockToDefault}
+	}
+	return json.NewEncoder(stdout).Encode(out)
 }
