@@ -18,11 +18,6 @@ const (
 	ChainFirewall         = "KUBE-FIREWALL" // kubelet's; kube-proxy writes a copy
 	ChainPostrouting      = "KUBE-POSTROUTING"
 	ChainMarkMasq         = "KUBE-MARK-MASQ"
-	// ChainCanary is the empty chain the iptables proxier's ipt.Monitor keeps in
-	// mangle, nat and filter to notice a flush (pkg/util/iptables runner.Monitor).
-	// No rule jumps to it and no sync writes it: it says kube-proxy runs, and is not
-	// part of the rules.
-	ChainCanary = "KUBE-PROXY-CANARY"
 )
 
 // CommitMark is the chain that each block of a restore written with
@@ -111,6 +106,11 @@ func (c *Probabilities) Get(n int) string {
 	}
 	return (*c)[n]
 }
+
+// ChainCanary is the empty chain kube-proxy's iptables monitor (pkg/util/iptables
+// Monitor) makes in mangle, nat and filter to notice that the tables were flushed; it
+// holds no rule and nothing jumps to it.
+const ChainCanary = "KUBE-PROXY-CANARY"
 
 // kubeProxyChains are the fixed chains kube-proxy makes in any mode (iptables and ipvs,
 // this version and older ones), in any table: what cleanup removes, with every

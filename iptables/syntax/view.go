@@ -32,8 +32,11 @@ func (rs *Ruleset) View(owners Owners, scope Scope) *ruleview.View {
 		ours := t.KubeProxyOwns
 		for _, c := range t.Chains {
 			builtin := IsBuiltin(t.Name, c.Name)
-			if scope == KubeProxyOnly && !builtin && (!ours(c.Name) || isCanary(c)) {
+			if scope == KubeProxyOnly && !builtin && !ours(c.Name) {
 				continue
+			}
+			if c.Name == ChainCanary && len(c.Rules) == 0 {
+				continue // kube-proxy's flush monitor: no rule, nothing jumps to it
 			}
 			s := &ruleview.Section{Table: t.Name, Name: c.Name, Owner: owners[c.Name].Port}
 			switch {
@@ -63,11 +66,6 @@ func (rs *Ruleset) View(owners Owners, scope Scope) *ruleview.View {
 	v.Sort()
 	return v
 }
-
-// isCanary reports kube-proxy's empty canary chain (ChainCanary): a live node that
-// kube-proxy ran on has one in mangle, nat and filter, and it is no rule of
-// kube-proxy's, so comparing what kube-proxy owns leaves it out.
-func isCanary(c *Chain) bool { return c.Name == ChainCanary && len(c.Rules) == 0 }
 
 // LineOwner is the owner of the chain a restore line is about, or the service port
 // its comment names; "" for the node's own lines.
