@@ -93,8 +93,8 @@ type resolver struct {
 	made       map[string]int // Pods made, by workload kind
 	// podLocks are the addresses of the Pods made, for the new lock.
 	podLocks map[string]LockedPod
-	errs   model.Problems
-	warns  model.Problems
+	errs     model.Problems
+	warns    model.Problems
 }
 
 // copyCluster copies the object lists, sorted by key so that every later pass walks
