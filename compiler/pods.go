@@ -200,7 +200,7 @@ func noEndpoints(s *model.Service, pods []*model.Pod, slices []*model.EndpointSl
 		}
 	}
 	if selected == 0 {
-		return fmt.Sprintf("its selector %s matches none of the %d Pods of namespace %s", selectorString(s.Selector), inNamespace, s.Namespace)
+		return fmt.Sprintf("its selector %s matches none of the %d Pods of namespace %s", model.FormatSelector(s.Selector), inNamespace, s.Namespace)
 	}
 	if selected == 1 {
 		return fmt.Sprintf("the one Pod its selector matches is no endpoint (%s)", first)
@@ -208,14 +208,6 @@ func noEndpoints(s *model.Service, pods []*model.Pod, slices []*model.EndpointSl
 	return fmt.Sprintf("%d Pods match its selector and none is an endpoint (%s)", selected, first)
 }
 
-// selectorString is a selector as kubectl writes one: "app=web,tier=front".
-func selectorString(sel map[string]string) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(sel)) {
-		parts = append(parts, k+"="+sel[k])
-	}
-	return strings.Join(parts, ",")
-}
 
 // podSlices are the slices of one group of Pods (whose ports resolve alike) in one
 // family: at most maxEndpointsPerSlice endpoints each, as the controller packs them.

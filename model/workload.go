@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -271,3 +272,12 @@ const (
 	LabelJobName            = "batch.kubernetes.io/job-name"
 	LabelHostname           = "kubernetes.io/hostname"
 )
+
+// FormatSelector writes a Service's selector as kubectl does: "app=web,tier=front".
+func FormatSelector(sel map[string]string) string {
+	parts := make([]string, 0, len(sel))
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		parts = append(parts, k+"="+sel[k])
+	}
+	return strings.Join(parts, ",")
+}
