@@ -158,8 +158,8 @@ func excluded(s *model.Service, pod *model.Pod) string {
 	switch {
 	case pod.Phase == "Succeeded" || pod.Phase == "Failed":
 		return "phase " + pod.Phase + ": an ended Pod is no endpoint"
-	case len(pod.PodIPs) == 0 && pod.MadeBy != "" && pod.NodeName == "":
-		return "no Pod IP: Pending, no Node fits its placement (nodeName, nodeSelector, node affinity, taints)"
+	case len(pod.PodIPs) == 0 && pod.Pending != "":
+		return "no Pod IP: " + pod.Pending
 	case len(pod.PodIPs) == 0:
 		return "no Pod IP (status.podIPs)"
 	}

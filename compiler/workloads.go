@@ -249,6 +249,9 @@ func (r *resolver) addressPods(made []placedPod) {
 					p.pod.PodIPs = append(p.pod.PodIPs, a)
 				}
 			}
+			if len(p.pod.PodIPs) == 0 {
+				p.pod.Pending = "hostNetwork, and " + nodeLabel(p.node.node) + " has no InternalIP (give the input Nodes, or --nodes N)"
+			}
 		case !r.reuseLockedPod(p, used):
 			fresh = append(fresh, p)
 		}
@@ -256,15 +259,15 @@ func (r *resolver) addressPods(made []placedPod) {
 	for _, p := range fresh {
 		key := p.pod.Namespace + "/" + p.pod.Name
 		if len(p.node.cidrs) == 0 {
-			r.errs.Add(p.w.Origin, replicasField(p.w), "Node %s has no pod CIDR for Pod %s: the cluster CIDR %s has no subnet left for it (see --pod-cidr)",
-				p.node.node.Name, key, joinPrefixes(r.podCIDRs()))
+			r.errs.Add(p.w.Origin, replicasField(p.w), "%s has no pod CIDR for Pod %s: the cluster CIDR %s has no subnet left for it (see --pod-cidr)",
+				nodeLabel(p.node.node), key, joinPrefixes(r.podCIDRs()))
 			continue
 		}
 		for _, c := range p.node.cidrs {
 			a, ok := (&ipPool{prefix: c, used: used}).allocate(key)
 			if !ok {
-				r.errs.Add(p.w.Origin, replicasField(p.w), "pod CIDR %s of Node %s has no free address left for Pod %s (%d Pods placed on the Node; give it a larger pod CIDR, see --pod-cidr)",
-					c, p.node.node.Name, key, p.node.pods)
+				r.errs.Add(p.w.Origin, replicasField(p.w), "pod CIDR %s of %s has no free address left for Pod %s (%d Pods placed there; give it a larger pod CIDR, see --pod-cidr)",
+					c, nodeLabel(p.node.node), key, p.node.pods)
 				continue
 			}
 			used[a] = key
@@ -416,10 +419,14 @@ func (r *resolver) podsOf(w *model.Workload, nodes []*placeNode, byName map[stri
 			p.Labels = map[string]string{}
 		}
 		maps.Copy(p.Labels, extra)
-		if pn != nil {
+		switch {
+		case pn != nil:
 			p.NodeName = pn.node.Name
-		} else if w.Template.NodeName != "" {
-			p.NodeName = w.Template.NodeName // bound to a Node that does not exist: Pending
+		case w.Template.NodeName != "":
+			p.NodeName = w.Template.NodeName // bound to a Node that does not exist
+			p.Pending = "Pending: spec.nodeName names no Node of the input"
+		default:
+			p.Pending = "Pending: no Node fits its placement (nodeSelector, node affinity, taints)"
 		}
 		if pn != nil {
 			pn.pods++
@@ -532,4 +539,13 @@ func templateHash(t model.PodTemplate) string {
 		b[i] = podSuffixAlphabet[int(dec[i])%len(podSuffixAlphabet)]
 	}
 	return string(b)
+}
+
+// nodeLabel names a Node in messages; the one node of an input without Nodes is
+// "the node".
+func nodeLabel(n *model.Node) string {
+	if n.Name == "" {
+		return "the node"
+	}
+	return "Node " + n.Name
 }

@@ -279,6 +279,9 @@ type Pod struct {
 	// MadeBy is the workload that svcgen made the Pod from ("Deployment shop/web"),
 	// empty for a Pod of the input.
 	MadeBy string
+	// Pending says why a Pod made from a workload has no address ("no Node fits
+	// its placement"); empty otherwise.
+	Pending string
 }
 
 // NodeAddress is an entry of a Node's status.addresses.
