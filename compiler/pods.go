@@ -208,7 +208,6 @@ func noEndpoints(s *model.Service, pods []*model.Pod, slices []*model.EndpointSl
 	return fmt.Sprintf("%d Pods match its selector and none is an endpoint (%s)", selected, first)
 }
 
-
 // podSlices are the slices of one group of Pods (whose ports resolve alike) in one
 // family: at most maxEndpointsPerSlice endpoints each, as the controller packs them.
 func (r *resolver) podSlices(s *model.Service, group []podEndpoint, fam model.IPFamily, gi int, nodes map[string]*model.Node) []*model.EndpointSlice {
