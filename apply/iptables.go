@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ type IPTables struct {
 }
 
 // DefaultMaxChains is the block size of staged restores. Measured on iptables-nft
-// 1.8.9 loading 10,000 Services (about 100,000 chains) from cold (README): blocks of
+// 1.8.9 loading 10,000 Services (about 100,000 chains) from cold (docs/node.md): blocks of
 // 250 to 1,000 chain lines cost 10-15 s of CPU, 5,000 cost 29 s, 10,000 cost 55 s,
 // and one block per table takes minutes; blocks of 100 cost more again (19 s).
 const DefaultMaxChains = 500
@@ -163,13 +164,15 @@ type ipPlan struct {
 	after   *ipState
 }
 
-// owners names the chains of the plan, for a refused rule: from the service map (all
-// its hashes are worked out only when needed) or the rules being removed.
+// owners names the chains of the plan, for a refused rule: the rules being replaced
+// or removed name theirs (a chain of a Service that is going away too), the service
+// map the chains it adds. Only worked out when a restore fails.
 func (p *ipPlan) owners() iptsyntax.Owners {
+	o := iptsyntax.FindOwners(p.from.ruleset())
 	if p.sm != nil {
-		return iptrules.MapOwners(p.sm)
+		maps.Copy(o, iptrules.MapOwners(p.sm))
 	}
-	return iptsyntax.FindOwners(p.from.ruleset())
+	return o
 }
 
 func (p *ipPlan) Empty() bool { return iptsyntax.CountLines(p.payload).Blocks == 0 }
@@ -257,7 +260,10 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 	}
 	var err error
 	if !pl.Empty() {
-		err = b.tool().Restore(ctx, pl.payload)
+		err = b.ensureCounters(ctx, pl.payload)
+		if err == nil {
+			err = b.tool().Restore(ctx, pl.payload)
+		}
 	}
 	if err == nil {
 		if pl.after != nil {
@@ -281,6 +287,27 @@ func (b *IPTables) Load(ctx context.Context, p Plan) (State, error) {
 		le.Rollback = b.rollbackFromKernel(ctx, pl)
 	}
 	return nil, le
+}
+
+// ensureCounters makes the nfacct counters when the payload's rules count: all of
+// kube-proxy's, as it makes them all on each sync, and any other a rule names. A node
+// that cannot make them needs a NodeEnvironment saying so ("iptables: {nfacct:
+// false}"), as kube-proxy leaves the match out when its probe fails.
+func (b *IPTables) ensureCounters(ctx context.Context, payload []byte) error {
+	named := iptsyntax.Counters(payload)
+	if len(named) == 0 {
+		return nil
+	}
+	names := slices.Clone(iptrules.Counters)
+	for _, n := range named {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if err := b.tool().EnsureCounters(ctx, names); err != nil {
+		return fmt.Errorf("%w (the rules count packets with nfacct; on a node without nfnetlink_acct, say iptables: {nfacct: false} in its NodeEnvironment)", err)
+	}
+	return nil
 }
 
 // rollback puts back what the blocks before the failing line changed.

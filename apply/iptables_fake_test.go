@@ -76,6 +76,44 @@ func TestIPTablesLoadFake(t *testing.T) {
 	}
 }
 
+// Rules that count with nfacct (the NodeEnvironment default) load once apply has made
+// the counters, as kube-proxy makes them; the fake refuses a rule naming a missing one.
+func TestIPTablesMakesCounters(t *testing.T) {
+	res := testkit.Compile(t, "counted.yaml", `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {type: NodePort, clusterIP: 10.96.0.10, ports: [{port: 80, nodePort: 30080}]}
+`, pipeline.Settings{})
+	backend, fake := fakeBackend(t, otherTool, 50)
+	var rules strings.Builder
+	if err := iptrules.Write(&rules, res.Map, iptrules.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rules.String(), "--nfacct-name ct_state_invalid_dropped_pkts") {
+		t.Fatal("the rules name no counter: the case tests nothing")
+	}
+	if _, err := (&Applier{Backend: backend}).Sync(context.Background(), res.Map, SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range iptrules.Counters {
+		if !fake.Counters[c] {
+			t.Errorf("counter %s was not made", c)
+		}
+	}
+	holds(t, "counted", fake, res.Map)
+
+	bare, _ := fakeBackend(t, "", 50)
+	bare.Tool.(*FakeIPTables).Counters = nil
+	st, _ := bare.Read(context.Background())
+	plan, err := bare.Plan(res.Map, st, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bare.Tool.Restore(context.Background(), plan.(*ipPlan).payload); err == nil || !strings.Contains(err.Error(), "ct_state_invalid_dropped_pkts") {
+		t.Errorf("the fake loaded rules naming a counter it lacks: %v", err)
+	}
+}
+
 // A restore the kernel refuses midway: the blocks before the failing one are rolled
 // back, so the node holds what it held before the sync, and the error names the rule
 // and its Service. A failure in the first block needs no rollback.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svcgen/svcgen/internal/nfacct"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 )
 
@@ -29,6 +30,9 @@ type IPTablesTool interface {
 	// InNFTables reports whether the rules live in nf_tables (iptables-nft), so that
 	// nf_tables' generation id covers them; iptables-legacy's do not.
 	InNFTables() bool
+	// EnsureCounters makes the nfacct counters that rules name, keeping those that
+	// exist, as kube-proxy does before each restore.
+	EnsureCounters(ctx context.Context, names []string) error
 }
 
 // execIPTables runs the tools of the node: iptables-save and iptables-restore (or the
@@ -52,6 +56,12 @@ func (t execIPTables) Restore(ctx context.Context, payload []byte) error {
 func (t execIPTables) InNFTables() bool {
 	out, err := runTool(context.Background(), nil, t.name, "-V")
 	return err == nil && strings.Contains(string(out), "nf_tables")
+}
+
+// EnsureCounters makes the counters through nfnetlink_acct in svcgen's own network
+// namespace, where the tools it runs work too.
+func (t execIPTables) EnsureCounters(_ context.Context, names []string) error {
+	return nfacct.Ensure(names...)
 }
 
 func runTool(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
@@ -88,6 +98,8 @@ type FakeIPTables struct {
 	Failed int
 	// Restores counts the restores run.
 	Restores int
+	// Counters are the nfacct counters that exist; a rule naming another is refused.
+	Counters map[string]bool
 }
 
 // NewFakeIPTables starts from the ruleset text (iptables-save form; "" for empty
@@ -101,6 +113,18 @@ func NewFakeIPTables(text string) (*FakeIPTables, error) {
 }
 
 func (f *FakeIPTables) InNFTables() bool { return true }
+
+func (f *FakeIPTables) EnsureCounters(_ context.Context, names []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Counters == nil {
+		f.Counters = map[string]bool{}
+	}
+	for _, n := range names {
+		f.Counters[n] = true
+	}
+	return nil
+}
 
 // Save prints the tables as iptables-save does: chain lines, then rules.
 func (f *FakeIPTables) Save(context.Context) ([]byte, error) {
@@ -130,6 +154,11 @@ func (f *FakeIPTables) Restore(_ context.Context, payload []byte) error {
 		block := iptsyntax.Head(payload, end)[len(iptsyntax.Head(payload, start)):]
 		if failAt > start && failAt <= end {
 			return f.fail(failAt, errors.New("refused (FailLine)"))
+		}
+		for _, c := range iptsyntax.Counters(block) {
+			if !f.Counters[c] {
+				return f.fail(start+1, fmt.Errorf("nfacct counter %q does not exist", c))
+			}
 		}
 		next := f.rules.Clone()
 		if err := next.Restore("payload", bytes.NewReader(block)); err != nil {

@@ -143,7 +143,7 @@ func pickEnvironment(c *model.Cluster, node string) *model.NodeEnvironment {
 	if len(c.Environments) == 1 && node == "" {
 		return c.Environments[0]
 	}
-	return &model.NodeEnvironment{IPFamily: model.IPv4, RandomFully: true}
+	return &model.NodeEnvironment{IPFamily: model.IPv4, RandomFully: true, NFAcct: true}
 }
 
 // nodeInfo collects the node's identity and addresses of one family.

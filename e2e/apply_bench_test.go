@@ -122,6 +122,7 @@ func BenchmarkApplyColdStart(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			l, ns := benchLab(b)
+			l.Counters(ns, iptrules.Counters...)
 			cpu := cpuTime()
 			b.StartTimer()
 			if err := l.Feed(ns, rules.Bytes(), "iptables-restore"); err != nil {

@@ -146,19 +146,26 @@ endpoints:
 %[4]s`, name, clusterIP, port, eps.String())
 }
 
-// TestApplyRollback: a ruleset the kernel refuses (the NodeEnvironment claims nfacct
-// counters the node does not have) leaves the rules as they were, though the filter
-// table was loaded before the nat table failed; the error names the rule and its
-// Service.
+// TestApplyRollback: a ruleset the kernel refuses leaves the rules as they were, though
+// the filter table was loaded before the nat table failed; the error names the rule
+// and its Service. The kernel refuses to delete a chain another program's rule still
+// jumps to: here the chains of a Service that goes away, while the NodeEnvironment's
+// nfacct turning off changes the filter table in the same apply.
 func TestApplyRollback(t *testing.T) {
 	n := newNode(t)
+	n.write("extra.yaml", svcWithEndpoints("going", "198.19.1.95", 8080, "198.18.1.95"))
 	n.apply()
+	svc := iptsyntax.ServiceChainsFor("default/going:tcp", "tcp").SVC
+	foreign := "*nat\n:FOREIGN - [0:0]\n-A FOREIGN -d 198.18.9.9/32 -j " + svc + "\nCOMMIT\n"
+	if err := n.l.Feed(n.c.node, []byte(foreign), "iptables-restore", "--noflush"); err != nil {
+		t.Fatal(err)
+	}
 	before := n.save()
+	n.write("extra.yaml", "")
 	n.write("env.yaml", `apiVersion: svcgen/v1alpha1
 kind: NodeEnvironment
 metadata: {name: node1}
-iptables: {randomFully: true, nfacct: true}
-conntrack: {tcpBeLiberal: true}
+iptables: {randomFully: true, nfacct: false}
 `)
 	diff, _, _ := n.svcgen("apply", "-f", n.dir, "--apply-lock", n.lock, "--dry-run")
 	if !strings.Contains(diff, "--ctstate INVALID -j DROP") {
@@ -168,7 +175,7 @@ conntrack: {tcpBeLiberal: true}
 	if err == nil {
 		t.Fatal("apply of a ruleset the kernel refuses succeeded")
 	}
-	for _, want := range []string{"KUBE-NODEPORTS", "nfacct", "from Service port default/hello-service2:http", "previous rules are in place"} {
+	for _, want := range []string{svc, "default/going:tcp", "previous rules are in place"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("error lacks %q:\n%s", want, stderr)
 		}
@@ -643,11 +650,68 @@ func TestCompleteThenAudit(t *testing.T) {
 	if !strings.Contains(string(rules), ":KUBE-FIREWALL - [0:0]") || strings.Contains(string(rules), "-A KUBE-FIREWALL") {
 		t.Fatalf("the case needs an empty KUBE-FIREWALL:\n%s", rules)
 	}
+	l.Counters(ns, iptrules.Counters...)
 	if err := l.Feed(ns, rules, "iptables-restore"); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("ip", "netns", "exec", ns, bin, "audit", "-f", dir, "--live").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "all in step") {
 		t.Errorf("audit after compile | iptables-restore: %v\n%s", err, out)
+	}
+}
+
+// TestSourceRangeCoveringItsVIPSettles: a LoadBalancer whose source range holds the
+// node's address lets its VIP through too ("ip saddr != { 198.18.0.0/24 , 198.18.0.10 }"),
+// which the kernel keeps merged as "198.18.0.0/24". audit and apply must take the two
+// for the same rule: before, every apply rewrote the chain and audit reported drift.
+func TestSourceRangeCoveringItsVIPSettles(t *testing.T) {
+	l := netlab.New(t)
+	ns := l.NS("node")
+	dir := t.TempDir()
+	bin := svcgenBinary(t)
+	manifest := `apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {addresses: [{type: InternalIP, address: 198.18.0.5}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb, namespace: default}
+spec:
+  type: LoadBalancer
+  clusterIP: 198.19.0.20
+  loadBalancerSourceRanges: [198.18.0.0/24]
+  ports: [{port: 80, nodePort: 30080, targetPort: 8080}]
+status: {loadBalancer: {ingress: [{ip: 198.18.0.10}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: lb-1, namespace: default, labels: {kubernetes.io/service-name: lb}}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints: [{addresses: [198.18.1.5]}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	script, err := exec.Command(bin, "compile", "-m", "nftables", "-f", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "ip saddr != { 198.18.0.0/24 , 198.18.0.10 } drop") {
+		t.Fatalf("the case needs the VIP beside its source range:\n%s", script)
+	}
+	if err := l.Feed(ns, script, "nft", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("audit", "-m", "nftables", "-f", dir, "--live"); err != nil || !strings.Contains(out, "all in step") {
+		t.Errorf("audit after nft -f: %v\n%s", err, out)
+	}
+	if out, err := run("apply", "-m", "nftables", "-f", dir, "--apply-lock", filepath.Join(dir, "lock")); err != nil || !strings.Contains(out, "no changes") {
+		t.Errorf("apply after nft -f: %v\n%s", err, out)
 	}
 }

@@ -121,6 +121,7 @@ func TestIPTablesExamples(t *testing.T) {
 			}
 			l := netlab.New(t)
 			c := buildCluster(l, res.Map)
+			l.Counters(c.node, iptrules.Counters...) // as on a node where kube-proxy ran
 			if err := l.Feed(c.node, rules.Bytes(), restore); err != nil {
 				t.Fatal(err)
 			}

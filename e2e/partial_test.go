@@ -123,6 +123,8 @@ func changesStep(t *testing.T, prev, next step, rules *iptsyntax.Ruleset, all bo
 func TestPartialRestoreMatchesFullLoad(t *testing.T) {
 	l := netlab.New(t)
 	node, fresh := l.NS("node"), l.NS("fresh")
+	l.Counters(node, iptrules.Counters...)
+	l.Counters(fresh, iptrules.Counters...)
 	other := []byte("*nat\n:OTHER-TOOL - [0:0]\n-A OTHER-TOOL -d 198.18.9.9/32 -j RETURN\n-A PREROUTING -j OTHER-TOOL\nCOMMIT\n")
 	if err := l.Feed(node, other, "iptables-restore", "--noflush"); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,9 +32,6 @@ func kernelClusters() int {
 	return 24
 }
 
-// nfacctCounters are the counters kube-proxy's rules name when nfacct is available.
-var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_accepted_pkts"}
-
 // TestPropertyKernel loads random clusters' rules (every fourth one IPv6, through
 // ip6tables) into network namespaces: iptables mode with both iptables backends,
 // nftables mode with nft -f, and ipvs mode's sets and companion chains (the kernel here has no IPVS; the virtual
@@ -46,15 +42,7 @@ var nfacctCounters = []string{"ct_state_invalid_dropped_pkts", "localhost_nps_ac
 func TestPropertyKernel(t *testing.T) {
 	l := netlab.New(t)
 	ns, nftns, vsns := l.NS("prop"), l.NS("propnft"), l.NS("propvs")
-	nfacct := false
-	if _, err := exec.LookPath("nfacct"); err == nil {
-		for _, c := range nfacctCounters {
-			l.In(ns, "nfacct", "add", c)
-		}
-		nfacct = true
-	} else if os.Getenv("CI") == "true" {
-		t.Fatalf("nfacct is not installed (test.sh installs it): %v", err)
-	}
+	l.Counters(ns, iptrules.Counters...)
 	n := kernelClusters()
 	probes, ipvsLoaded := 0, 0
 	// KUBE-IPVS-OUT-FILTER's "-m ipvs" needs the kernel's xt_ipvs, which a kernel
@@ -62,7 +50,7 @@ func TestPropertyKernel(t *testing.T) {
 	xtIPVS := l.Feed(vsns, []byte("*filter\n:svcgen-probe - [0:0]\n-A svcgen-probe -m ipvs --vaddr 198.18.0.1/32 -j DROP\nCOMMIT\n"), "iptables-restore", "--noflush") == nil
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		ipv6 := seed%4 == 0
-		data := randcluster.Generate(seed, randcluster.Options{NFAcct: nfacct && seed%2 == 0, IPv6: ipv6})
+		data := randcluster.Generate(seed, randcluster.Options{NFAcct: seed%2 == 0, IPv6: ipv6})
 		res := testkit.Compile(t, fmt.Sprintf("random-%d.yaml", seed), string(data), pipeline.Settings{}) // the name says the seed
 		var rules strings.Builder
 		if err := iptrules.Write(&rules, res.Map, iptrules.Options{}); err != nil {

@@ -38,8 +38,9 @@ func TestBadInputErrors(t *testing.T) {
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", `svc.yaml: document 1: kind: missing: every object needs apiVersion and kind`},
 		{"spec type", svcHead + "spec: hello\n", `svc.yaml: document 1 (Service shop/web): spec: expected a mapping, got the string "hello"`},
 		{"port range", svcHead + "spec:\n  ports:\n  - port: 70000\n", `svc.yaml: document 1 (Service shop/web): spec.ports[0].port: 70000 is out of range (1-65535)`},
-		{"port text", svcHead + "spec:\n  ports:\n  - port: eighty\n", `svc.yaml: document 1 (Service shop/web): spec.ports[0].port: expected a number, got the string "eighty"`},
-		{"port quoted", svcHead + "spec:\n  ports:\n  - port: \"80\"\n", `spec.ports[0].port: expected a number, got the string "80"`},
+		{"port text", svcHead + "spec:\n  ports:\n  - port: eighty\n", `svc.yaml: document 1 (Service shop/web): spec.ports[0].port: expected a whole number, got the string "eighty"`},
+		{"port quoted", svcHead + "spec:\n  ports:\n  - port: \"80\"\n", `spec.ports[0].port: expected a whole number, got the string "80"`},
+		{"port decimal", svcHead + "spec:\n  ports:\n  - port: 80.0\n", `spec.ports[0].port: 80.0 is not a whole number`},
 		{"protocol", svcHead + "spec:\n  ports:\n  - port: 80\n    protocol: ICMP\n", `spec.ports[0].protocol: unknown protocol "ICMP" (want TCP, UDP or SCTP)`},
 		{"lower protocol", svcHead + "spec:\n  ports:\n  - port: 80\n    protocol: tcp\n", `spec.ports[0].protocol: unknown protocol "tcp"`},
 		{"cluster IP", svcHead + "spec:\n  clusterIP: 10.0.0.300\n  ports:\n  - port: 80\n", `spec.clusterIPs[0]: "10.0.0.300" is not an IP address`},
@@ -99,6 +100,30 @@ func TestNameWarnings(t *testing.T) {
 	w := l.Warnings.List()
 	if len(w) != 1 || !strings.Contains(w[0].Error(), `svc.yaml: document 1 (Service default/HelloService): metadata.name: "HelloService" is not a valid Kubernetes name`) {
 		t.Errorf("warnings = %v", w)
+	}
+}
+
+// Names longer than Kubernetes allows are errors where they reach rules: a Service's
+// name and namespace (63) and port names (15). Comments made of them would pass what
+// the kernel keeps, so a reload would never settle.
+func TestLongNames(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	for _, c := range []struct{ doc, want string }{
+		{"metadata: {name: " + long + "}\nspec: {ports: [{port: 80}]}",
+			`metadata.name: "` + long + `" is longer than 63 characters, which Kubernetes does not allow`},
+		{"metadata: {name: web, namespace: " + long + "}\nspec: {ports: [{port: 80}]}",
+			`metadata.namespace: "` + long + `" is longer than 63`},
+		{"metadata: {name: web}\nspec: {ports: [{port: 80, name: a-sixteen-chars1}]}",
+			`spec.ports[0].name: "a-sixteen-chars1" is longer than 15`},
+	} {
+		l := loadString(t, "svc.yaml", "apiVersion: v1\nkind: Service\n"+c.doc+"\n", Kubernetes)
+		if err := l.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n%v\nwant %q", c.doc, err, c.want)
+		}
+	}
+	l := loadString(t, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: "+long[:63]+"}\nspec: {ports: [{port: 80, name: a-fifteen-char1}]}\n", Kubernetes)
+	if err := l.Err(); err != nil {
+		t.Errorf("names at the limit: %v", err)
 	}
 }
 

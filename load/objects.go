@@ -238,7 +238,7 @@ func (w *walker) featureGates(n *tree.Node) map[string]bool {
 }
 
 func (l *Loader) environment(w *walker, n *tree.Node) {
-	e := &model.NodeEnvironment{Origin: w.origin, RandomFully: true}
+	e := &model.NodeEnvironment{Origin: w.origin, RandomFully: true, NFAcct: true}
 	_, e.Node, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	switch f := w.str(n, "ipFamily"); f {
 	case "", "IPv4":
@@ -252,7 +252,9 @@ func (l *Loader) environment(w *walker, n *tree.Node) {
 	if v, ok := w.boolean(ipt, tree.At("iptables"), "randomFully"); ok {
 		e.RandomFully = v
 	}
-	e.NFAcct, _ = w.boolean(ipt, tree.At("iptables"), "nfacct")
+	if v, ok := w.boolean(ipt, tree.At("iptables"), "nfacct"); ok {
+		e.NFAcct = v
+	}
 	ct := w.mapping(n, tree.Path{}, "conntrack")
 	e.TCPBeLiberal, _ = w.boolean(ct, tree.At("conntrack"), "tcpBeLiberal")
 	w.items(n, tree.Path{}, "interfaces", func(in *tree.Node, path tree.Path) {

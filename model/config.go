@@ -65,13 +65,15 @@ type Interface struct {
 
 // NodeEnvironment (svcgen/v1alpha1) is what kube-proxy would probe on the node at run
 // time: the IP family of this compile, what the iptables binary and kernel support, and
-// the node's interface addresses (for nodePortAddresses).
+// the node's interface addresses (for nodePortAddresses). The defaults are what
+// kube-proxy finds on a current stock kernel and iptables: --random-fully and the
+// nfnetlink_acct counters supported, nf_conntrack_tcp_be_liberal off.
 type NodeEnvironment struct {
 	Origin
 	Node         string
 	IPFamily     IPFamily
 	RandomFully  bool // default true
-	NFAcct       bool // default false
+	NFAcct       bool // default true
 	TCPBeLiberal bool
 	Interfaces   []Interface // nil: the Node's InternalIPs only
 }

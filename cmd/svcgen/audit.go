@@ -45,7 +45,7 @@ manifests or the rules cannot be read, 2 for a usage mistake.`,
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.live, "live", false, "audit the kernel's rules of this network namespace")
-	fl.StringVar(&f.rules, "rules", "", "audit a dump of a node's rules (iptables-save output; - for stdin)")
+	fl.StringVar(&f.rules, "rules", "", "audit a dump of a node's rules: iptables-save or nft list output, or ipvs mode's script; its format chooses the mode unless -m does (- for stdin)")
 	return cmd
 }
 
@@ -56,9 +56,26 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if f.live == (f.rules != "") {
 		return usagef("audit needs one of --live and --rules FILE")
 	}
+	var dump []ruleFile
+	explicit := f.mode != ""
+	if !f.live {
+		if err := stdinOnce(append(f.files, f.rules, f.config)...); err != nil {
+			return err
+		}
+		var err error
+		if dump, err = readRuleFiles([]string{f.rules}, stdin); err != nil {
+			return err
+		}
+		if err := f.modeOfFiles(dump); err != nil {
+			return err
+		}
+	}
 	res, err := f.compileInputs(stdin, stderr, stdinTaken(f.rules == "-"))
 	if err != nil {
 		return err
+	}
+	if c := res.Cluster.Configs; dump != nil && !explicit && len(c) > 0 && c[0].Mode != "" && c[0].Mode != f.mode {
+		return &pipeline.InputError{Err: fmt.Errorf("%s holds %s rules, but the KubeProxyConfiguration says mode %s (give -m to choose)", dump[0].name, f.mode, c[0].Mode)}
 	}
 	mode, err := lookupMode(res.Mode)
 	if err != nil {
@@ -73,7 +90,7 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if f.live {
 		have, err = backend.Read(ctx)
 	} else {
-		have, err = readState(backend, f.rules, stdin)
+		have, err = dump[0].parse(backend)
 		if err != nil {
 			err = &pipeline.InputError{Err: err}
 		}

@@ -182,7 +182,7 @@ partial sync does: every chain of a changed Service flushed and rewritten. --min
 also leaves out the chains whose rules did not change (an endpoint's chain carries its
 address, so one moved endpoint rewrites one endpoint chain and the service chain, not
 all ten). --stages writes a shell script that loads the table in five nft
-transactions: faster for large clusters, but not atomic (see the README).
+transactions: faster for large clusters, but not atomic (see docs/compile.md).
 
 Services without a ClusterIP or NodePort get one, deterministically; --lock keeps the
 choice stable across runs. Services with a selector and no EndpointSlice get endpoints

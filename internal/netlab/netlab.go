@@ -28,8 +28,11 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+
 	"testing"
 	"time"
+
+	"github.com/svcgen/svcgen/internal/nfacct"
 
 	"github.com/vishvananda/netns"
 )
@@ -194,6 +197,15 @@ func InNS(name string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// Counters makes nfacct counters in a namespace, as kube-proxy makes them on a node
+// before it loads rules that name them.
+func (l *Lab) Counters(ns string, names ...string) {
+	l.tb.Helper()
+	if err := InNS(ns, func() error { return nfacct.Ensure(names...) }); err != nil {
+		l.tb.Fatal(err)
+	}
 }
 
 // serve accepts TCP connections to addr in a namespace until the test ends, and

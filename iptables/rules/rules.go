@@ -165,6 +165,10 @@ const nfacctLocalhostNodePorts = "localhost_nps_accepted_pkts"
 // nfacctInvalidDropped counts packets KUBE-FORWARD drops as INVALID.
 const nfacctInvalidDropped = "ct_state_invalid_dropped_pkts"
 
+// Counters are the nfacct counters the rules may name (with the NodeEnvironment's
+// nfacct, the default): a node where kube-proxy ran has them, and apply makes them.
+var Counters = []string{nfacctInvalidDropped, nfacctLocalhostNodePorts}
+
 // FrontNat writes the port's rules in KUBE-SERVICES and KUBE-NODEPORTS (nat half of the
 // capture steps). A port with no endpoint anywhere writes none.
 func (e *Emitter) FrontNat(pp *Port, b *syntax.Buffer) {

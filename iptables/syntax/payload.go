@@ -146,3 +146,24 @@ func Commits(payload []byte) (n int, sure bool) {
 }
 
 var failedLine = regexp.MustCompile(`line:? (\d+)`)
+
+// Counters returns the nfacct counters the rules of a restore name ("-m nfacct
+// --nfacct-name NAME"), each once, in the order first named. The kernel refuses a
+// rule naming a counter that does not exist, so they are made before the restore.
+func Counters(payload []byte) []string {
+	var names []string
+	seen := map[string]bool{}
+	forEachLine(payload, func(line []byte) {
+		if !bytes.Contains(line, []byte("--nfacct-name")) {
+			return
+		}
+		f := bytes.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if string(f[i]) == "--nfacct-name" && !seen[string(f[i+1])] {
+				seen[string(f[i+1])] = true
+				names = append(names, string(f[i+1]))
+			}
+		}
+	})
+	return names
+}
