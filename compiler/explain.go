@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/svcgen/svcgen/ir"
@@ -138,7 +139,7 @@ func noRules(s *model.Service) string {
 // placeVerdict decides an endpoint of the service map: which traffic reaches it.
 func placeVerdict(v Verdict, rules *ir.Port, i int, sm *ir.ServiceMap) Verdict {
 	e := rules.Endpoints[i]
-	inCluster, inLocal := contains(rules.Cluster, i), contains(rules.Local, i)
+	inCluster, inLocal := slices.Contains(rules.Cluster, i), slices.Contains(rules.Local, i)
 	switch {
 	case !e.Serving && !e.Ready:
 		if e.Terminating {
@@ -177,15 +178,6 @@ func placeVerdict(v Verdict, rules *ir.Port, i int, sm *ir.ServiceMap) Verdict {
 	}
 	v.Why = strings.Join(notes, "; ")
 	return v
-}
-
-func contains(idx []int, i int) bool {
-	for _, j := range idx {
-		if j == i {
-			return true
-		}
-	}
-	return false
 }
 
 func orNone(s string) string {
