@@ -68,6 +68,7 @@ func TestWorkloadsIPTables(t *testing.T) {
 	}
 	l := netlab.New(t)
 	c := buildCluster(l, res.Map)
+	l.Counters(c.node, iptrules.Counters...) // as on a node where kube-proxy ran
 	if err := l.Feed(c.node, rules.Bytes(), "iptables-restore"); err != nil {
 		t.Fatal(err)
 	}
