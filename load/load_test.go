@@ -127,7 +127,7 @@ func TestLongNames(t *testing.T) {
 }
 
 func TestJSONAndList(t *testing.T) {
-	js := `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"n"},"spec":{"clusterIP":"10.0.0.1","ports":[{"port":80,"targetPort":"http"}]}},{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"}}]}`
+	js := `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"n"},"spec":{"clusterIP":"10.0.0.1","ports":[{"port":80,"targetPort":"http"}]}},{"apiVersion":"networking.k8s.io/v1","kind":"Ingress","metadata":{"name":"d"}}]}`
 	l := loadString(t, "all.json", js, Kubernetes)
 	if err := l.Errors.Err(); err != nil {
 		t.Fatal(err)

@@ -24,15 +24,17 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs the command-line cases in testdata/*.txtar. $EXAMPLES is the
-// repository's examples folder and $SEEDS the course-project manifests of
-// testdata/minik8s.
+// repository's examples folder, $BOUTIQUE the sample application of workloads and
+// $SEEDS the course-project manifests of testdata/minik8s.
 func TestScripts(t *testing.T) {
 	examples, _ := filepath.Abs("../../examples")
+	boutique, _ := filepath.Abs("../../docs/examples/boutique")
 	seeds, _ := filepath.Abs("../../testdata/minik8s")
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("EXAMPLES", examples)
+			env.Setenv("BOUTIQUE", boutique)
 			env.Setenv("SEEDS", seeds)
 			return nil
 		},
