@@ -99,10 +99,12 @@ func pickNode(c *model.Cluster, cfg *model.Config, name string) (string, *model.
 		}
 	}
 	if name == "" {
-		switch len(c.Nodes) {
-		case 0:
+		switch {
+		case len(c.Nodes) == 0:
 			return "", nil, nil
-		case 1:
+		case len(c.Nodes) == 1 || c.Nodes[0].Made:
+			// The Nodes svcgen made (--nodes) are node-1 ... node-N: the rules are
+			// for node-1 unless --node says otherwise.
 			return c.Nodes[0].Name, c.Nodes[0], nil
 		default:
 			return "", nil, fmt.Errorf("the input has %d Nodes; say which one the rules are for with --node (or hostnameOverride)", len(c.Nodes))

@@ -13,13 +13,24 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Lock records the ClusterIPs and NodePorts of every Service, so that allocation stays
-// stable from one run to the next (`--lock FILE`, meant to be committed beside the
-// manifests). Keys are "namespace/name"; node ports are keyed "portName/PROTOCOL".
+// Lock records the ClusterIPs and NodePorts of every Service, and the addresses of
+// the Pods svcgen made from workloads, so that allocation stays stable from one run
+// to the next (`--lock FILE`, meant to be committed beside the manifests). Keys are
+// "namespace/name"; node ports are keyed "portName/PROTOCOL".
 type Lock struct {
 	// Name is the file the lock was read from, for errors.
 	Name     string
 	Services map[string]LockedService
+	Pods     map[string]LockedPod
+}
+
+// LockedPod is the lock entry of a Pod made from a workload: the workload that made
+// it ("Deployment shop/web", see model.Workload.Key) and its addresses. An entry
+// whose workload is in the input and no longer makes the Pod is dropped; one whose
+// workload is not in the input is kept, its addresses reserved.
+type LockedPod struct {
+	Owner  string
+	PodIPs []netip.Addr
 }
 
 // LockedService is the lock entry of one Service.
@@ -35,6 +46,12 @@ type lockFile struct {
 	APIVersion string                     `yaml:"apiVersion"`
 	Kind       string                     `yaml:"kind"`
 	Services   map[string]lockFileService `yaml:"services"`
+	Pods       map[string]lockFilePod     `yaml:"pods,omitempty"`
+}
+
+type lockFilePod struct {
+	Owner  string   `yaml:"owner"`
+	PodIPs []string `yaml:"podIPs,flow"`
 }
 
 type lockFileService struct {
@@ -43,7 +60,7 @@ type lockFileService struct {
 	HealthCheckNodePort int32            `yaml:"healthCheckNodePort,omitempty"`
 }
 
-const lockHeader = "# svcgen lock: the ClusterIPs and NodePorts svcgen allocated.\n# Commit it beside the manifests; `svcgen compile --lock` reads and rewrites it.\n# Entries of Services not in a run's input are kept, their addresses reserved: delete\n# an entry to free them.\n"
+const lockHeader = "# svcgen lock: the ClusterIPs and NodePorts svcgen allocated, and the addresses of the Pods it made.\n# Commit it beside the manifests; `svcgen compile --lock` reads and rewrites it.\n# Entries of Services not in a run's input are kept, their addresses reserved: delete\n# an entry to free them.\n"
 
 // ParseLock reads a lock file. name is used in error messages.
 func ParseLock(name string, data []byte) (*Lock, error) {
@@ -70,6 +87,18 @@ func ParseLock(name string, data []byte) (*Lock, error) {
 			}
 		}
 		l.Services[key] = ls
+	}
+	l.Pods = map[string]LockedPod{}
+	for key, p := range f.Pods {
+		lp := LockedPod{Owner: p.Owner}
+		for i, ip := range p.PodIPs {
+			a, err := model.ParseAddr(ip)
+			if err != nil {
+				return nil, fmt.Errorf("%s: pods[%q].podIPs[%d]: %v", name, key, i, err)
+			}
+			lp.PodIPs = append(lp.PodIPs, a)
+		}
+		l.Pods[key] = lp
 	}
 	return l, nil
 }
@@ -120,6 +149,16 @@ func (l *Lock) Marshal() []byte {
 			fs.ClusterIPs = append(fs.ClusterIPs, a.String())
 		}
 		f.Services[key] = fs
+	}
+	for key, p := range l.Pods {
+		if f.Pods == nil {
+			f.Pods = map[string]lockFilePod{}
+		}
+		fp := lockFilePod{Owner: p.Owner}
+		for _, a := range p.PodIPs {
+			fp.PodIPs = append(fp.PodIPs, a.String())
+		}
+		f.Pods[key] = fp
 	}
 	out, err := yaml.Marshal(&f)
 	if err != nil {

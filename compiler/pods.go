@@ -2,7 +2,9 @@ package compiler
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -105,14 +107,7 @@ func (r *resolver) slicesFromPods(s *model.Service, nodes map[string]*model.Node
 	groups := map[string][]podEndpoint{}
 	var keys []string
 	for _, pod := range r.out.Pods {
-		if pod.Namespace != s.Namespace || !selects(s.Selector, pod.Labels) {
-			continue
-		}
-		if pod.Phase == "Succeeded" || pod.Phase == "Failed" {
-			continue
-		}
-		if len(pod.PodIPs) == 0 {
-			r.warns.Add(pod.Origin, "status.podIP", "missing: pod matches Service %s but has no address, so it is no endpoint", s.Key())
+		if pod.Namespace != s.Namespace || excluded(s, pod) != "" {
 			continue
 		}
 		pe := podEndpoint{pod: pod, ports: make([]int32, len(s.Ports))}
@@ -128,14 +123,107 @@ func (r *resolver) slicesFromPods(s *model.Service, nodes map[string]*model.Node
 		groups[k] = append(groups[k], pe)
 	}
 	sort.Strings(keys)
-	r.warnUnresolvedPorts(s, groups)
 	var out []*model.EndpointSlice
 	for gi, k := range keys {
 		for _, fam := range []model.IPFamily{model.IPv4, model.IPv6} {
-			if es := r.podSlice(s, groups[k], fam, gi, nodes); es != nil {
-				out = append(out, es)
+			out = append(out, r.podSlices(s, groups[k], fam, gi, nodes)...)
+		}
+	}
+	// A Service without endpoints is told once, with the reason: a named target port
+	// no Pod has (per port, at the port), else why no Pod is selected or has an address.
+	r.warnUnresolvedPorts(s, groups)
+	if why := noEndpoints(s, r.out.Pods, out); why != "" && len(groups) == 0 {
+		r.warns.Add(s.Origin, "spec.selector", "the Service has no endpoints: %s (svcgen explain %s tells each Pod's reason)", why, s.Key())
+	}
+	return out
+}
+
+// maxEndpointsPerSlice is the EndpointSlice controller's --max-endpoints-per-slice
+// default: a slice holds at most 100 endpoints.
+const maxEndpointsPerSlice = 100
+
+// excluded says why the EndpointSlice controller leaves out a Pod of the Service's
+// namespace: its selector does not match (naming the label), the Pod has ended, or
+// it has no address yet; "" when the Pod is an endpoint candidate.
+func excluded(s *model.Service, pod *model.Pod) string {
+	for _, k := range slices.Sorted(maps.Keys(s.Selector)) {
+		want := s.Selector[k]
+		switch got, ok := pod.Labels[k]; {
+		case !ok:
+			return fmt.Sprintf("not selected: no label %s (the selector wants %s=%s)", k, k, want)
+		case got != want:
+			return fmt.Sprintf("not selected: label %s=%s (the selector wants %s=%s)", k, got, k, want)
+		}
+	}
+	switch {
+	case pod.Phase == "Succeeded" || pod.Phase == "Failed":
+		return "phase " + pod.Phase + ": an ended Pod is no endpoint"
+	case len(pod.PodIPs) == 0 && pod.Pending != "":
+		return "no Pod IP: " + pod.Pending
+	case len(pod.PodIPs) == 0:
+		return "no Pod IP (status.podIPs)"
+	}
+	return ""
+}
+
+// noEndpoints says why a selector Service got no endpoint from Pods ("" when it got
+// one): no Pod selected, or every selected Pod's reason.
+func noEndpoints(s *model.Service, pods []*model.Pod, slices []*model.EndpointSlice) string {
+	for _, es := range slices {
+		if len(es.Endpoints) > 0 {
+			return ""
+		}
+	}
+	var inNamespace, selected int
+	var first string
+	for _, pod := range pods {
+		if pod.Namespace != s.Namespace {
+			continue
+		}
+		inNamespace++
+		why := excluded(s, pod)
+		if strings.HasPrefix(why, "not selected") {
+			continue
+		}
+		selected++
+		if why == "" {
+			why = "no container port for any of the Service's target ports"
+			for _, sp := range s.Ports {
+				if sp.TargetPort.Str != "" {
+					why = fmt.Sprintf("no %s container port named %q", sp.Protocol, sp.TargetPort.Str)
+					break
+				}
 			}
 		}
+		if first == "" {
+			first = fmt.Sprintf("Pod %s/%s: %s", pod.Namespace, pod.Name, why)
+		}
+	}
+	if selected == 0 {
+		return fmt.Sprintf("its selector %s matches none of the %d Pods of namespace %s", model.FormatSelector(s.Selector), inNamespace, s.Namespace)
+	}
+	if selected == 1 {
+		return fmt.Sprintf("the one Pod its selector matches is no endpoint (%s)", first)
+	}
+	return fmt.Sprintf("%d Pods match its selector and none is an endpoint (%s)", selected, first)
+}
+
+// podSlices are the slices of one group of Pods (whose ports resolve alike) in one
+// family: at most maxEndpointsPerSlice endpoints each, as the controller packs them.
+func (r *resolver) podSlices(s *model.Service, group []podEndpoint, fam model.IPFamily, gi int, nodes map[string]*model.Node) []*model.EndpointSlice {
+	es := r.podSlice(s, group, fam, gi, nodes)
+	if es == nil {
+		return nil
+	}
+	if len(es.Endpoints) <= maxEndpointsPerSlice {
+		return []*model.EndpointSlice{es}
+	}
+	var out []*model.EndpointSlice
+	for i := 0; i < len(es.Endpoints); i += maxEndpointsPerSlice {
+		part := *es
+		part.Name = fmt.Sprintf("%s-%d", es.Name, i/maxEndpointsPerSlice)
+		part.Endpoints = es.Endpoints[i:min(i+maxEndpointsPerSlice, len(es.Endpoints))]
+		out = append(out, &part)
 	}
 	return out
 }
@@ -183,6 +271,11 @@ func podToEndpoint(s *model.Service, pod *model.Pod, ip netip.Addr, nodes map[st
 	if n := nodes[pod.NodeName]; n != nil {
 		ep.Zone = n.Zone()
 	}
+	if ep.Zone != "" && preferClose(s) {
+		// The controller's trafficdist heuristic: each endpoint is hinted for its own
+		// zone.
+		ep.Hints = &model.EndpointHints{Zones: []string{ep.Zone}}
+	}
 	return ep
 }
 
@@ -220,4 +313,11 @@ func (r *resolver) warnUnresolvedPorts(s *model.Service, groups map[string][]pod
 				"no pod the Service selects has a %s container port named %q, so this port has no endpoints", sp.Protocol, sp.TargetPort.Str)
 		}
 	}
+}
+
+// preferClose reports topology-aware routing asked through spec.trafficDistribution:
+// PreferClose (and PreferSameZone, its newer name) make the controller hint each
+// endpoint for its own zone.
+func preferClose(s *model.Service) bool {
+	return s.TrafficDistribution == "PreferClose" || s.TrafficDistribution == "PreferSameZone"
 }

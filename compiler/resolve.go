@@ -31,6 +31,14 @@ type ResolveOptions struct {
 	// MiniK8s relaxes checks the course projects' manifests fail (node ports outside
 	// the range become warnings).
 	MiniK8s bool
+	// Nodes is how many Nodes to make when the input has none (--nodes); 0: none.
+	Nodes int
+	// PodCIDRs are the cluster CIDRs Nodes without spec.podCIDRs get theirs from
+	// (--pod-cidr, one per family); empty: DefaultPodCIDR.
+	PodCIDRs []netip.Prefix
+	// Node is the node the rules are for, where the Pods of workloads go when the
+	// input has no Node and Nodes is 0.
+	Node string
 }
 
 // Resolved is a cluster as the API server and controllers would leave it.
@@ -38,6 +46,9 @@ type Resolved struct {
 	Cluster  *model.Cluster
 	Lock     *Lock
 	Warnings []*model.Problem
+	// Made counts the Pods made from workloads, by the workloads' kind ("Deployment");
+	// a kind whose workloads made none is there with 0.
+	Made map[string]int
 }
 
 // Resolve validates the cluster as a whole, allocates addresses and ports, and builds
@@ -58,6 +69,8 @@ func Resolve(in *model.Cluster, opts ResolveOptions) (*Resolved, error) {
 		r.allocateClusterIPs()
 		r.allocateNodePorts()
 	}
+	r.makeNodes()
+	r.makePods()
 	r.recordLock()
 	r.buildEndpoints()
 	r.errs.Sort()
@@ -65,7 +78,7 @@ func Resolve(in *model.Cluster, opts ResolveOptions) (*Resolved, error) {
 		return nil, err
 	}
 	r.warns.Sort()
-	return &Resolved{Cluster: r.out, Lock: r.lock, Warnings: r.warns.List()}, nil
+	return &Resolved{Cluster: r.out, Lock: r.lock, Warnings: r.warns.List(), Made: r.made}, nil
 }
 
 type resolver struct {
@@ -73,10 +86,15 @@ type resolver struct {
 	out   *model.Cluster
 	owned []bool // which of out's Services are copies (see own)
 	lock  *Lock
-	// absent are the lock's entries of Services not in the input, kept (reserveAbsent).
-	absent map[string]LockedService
-	errs   model.Problems
-	warns  model.Problems
+	// absent are the lock's entries of Services not in the input, kept (reserveAbsent);
+	// absentPods those of Pods of workloads not in the input (reserveAbsentPods).
+	absent     map[string]LockedService
+	absentPods map[string]LockedPod
+	made       map[string]int // Pods made, by workload kind
+	// podLocks are the addresses of the Pods made, for the new lock.
+	podLocks map[string]LockedPod
+	errs     model.Problems
+	warns    model.Problems
 }
 
 // copyCluster copies the object lists, sorted by key so that every later pass walks
@@ -93,6 +111,13 @@ func copyCluster(in *model.Cluster) *model.Cluster {
 	slices.SortStableFunc(out.Pods, func(a, b *model.Pod) int { return byKey(a.Namespace, a.Name, b.Namespace, b.Name) })
 	out.Nodes = slices.Clone(in.Nodes)
 	slices.SortStableFunc(out.Nodes, func(a, b *model.Node) int { return strings.Compare(a.Name, b.Name) })
+	out.Workloads = slices.Clone(in.Workloads)
+	slices.SortStableFunc(out.Workloads, func(a, b *model.Workload) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return byKey(a.Namespace, a.Name, b.Namespace, b.Name)
+	})
 	out.ServiceCIDRs = slices.Clone(in.ServiceCIDRs)
 	slices.SortStableFunc(out.ServiceCIDRs, func(a, b *model.ServiceCIDR) int { return strings.Compare(a.Name, b.Name) })
 	return &out
@@ -183,6 +208,9 @@ func (r *resolver) checkUnique() {
 	for _, e := range c.Environments {
 		check(e.Origin, "", e.Node)
 	}
+	for _, w := range c.Workloads {
+		check(w.Origin, w.Namespace, w.Name)
+	}
 	if len(c.Configs) > 1 {
 		r.errs.Add(c.Configs[1].Origin, "", "a second KubeProxyConfiguration (the first is in %s); give one", c.Configs[0].Origin)
 	}
@@ -250,6 +278,11 @@ func proxied(s *model.Service) bool {
 // entries kept for Services not in the input.
 func (r *resolver) recordLock() {
 	maps.Copy(r.lock.Services, r.absent)
+	r.lock.Pods = maps.Clone(r.absentPods)
+	if r.lock.Pods == nil {
+		r.lock.Pods = map[string]LockedPod{}
+	}
+	maps.Copy(r.lock.Pods, r.podLocks)
 	for _, s := range r.out.Services {
 		if s.Type == model.TypeExternalName || s.Headless {
 			continue

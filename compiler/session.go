@@ -83,7 +83,7 @@ func (s *Session) Apply(ch Change) (*Update, error) {
 	prevIn := s.in
 	s.in = removeObjects(s.in, removed)
 	s.in.Append(added)
-	if !sameObjects(removed, added) || s.duplicates(removed, added) {
+	if !sameObjects(removed, added) || s.duplicates(removed, added) || s.podsOfWorkloads(removed, added) {
 		up, err := s.full()
 		if err != nil {
 			s.in = prevIn
@@ -129,8 +129,11 @@ func (s *Session) index() {
 		s.objects[objectKey(e.Origin, e.Namespace, e.Name)] = true
 	}
 	for _, p := range s.in.Pods {
-		s.pods[p.Namespace] = append(s.pods[p.Namespace], p)
 		s.objects[objectKey(p.Origin, p.Namespace, p.Name)] = true
+	}
+	// The resolved Pods: the input's and those made from workloads.
+	for _, p := range s.resolved.Cluster.Pods {
+		s.pods[p.Namespace] = append(s.pods[p.Namespace], p)
 	}
 	for _, list := range s.pods {
 		sortPods(list)
@@ -320,13 +323,20 @@ func (s *Session) duplicates(removed, added *model.Cluster) bool {
 	return false
 }
 
+// podsOfWorkloads reports a change of Pods in a cluster with workloads: which Pods
+// the workloads make, and their addresses, depend on the input's Pods, so the full
+// path makes them again.
+func (s *Session) podsOfWorkloads(removed, added *model.Cluster) bool {
+	return len(s.in.Workloads) > 0 && len(removed.Pods)+len(added.Pods) > 0
+}
+
 // sameObjects reports whether removed and added hold the same Services, Nodes,
 // ServiceCIDRs, configurations and NodeEnvironments (where they came from aside):
 // then only endpoints changed.
 func sameObjects(removed, added *model.Cluster) bool {
 	return sameList(removed.Services, added.Services) && sameList(removed.Nodes, added.Nodes) &&
 		sameList(removed.ServiceCIDRs, added.ServiceCIDRs) && sameList(removed.Configs, added.Configs) &&
-		sameList(removed.Environments, added.Environments)
+		sameList(removed.Environments, added.Environments) && sameList(removed.Workloads, added.Workloads)
 }
 
 // sameList compares two lists of objects in order, ignoring each one's Origin (its
@@ -357,6 +367,7 @@ func removeObjects(c model.Cluster, removed *model.Cluster) model.Cluster {
 	c.ServiceCIDRs = without(c.ServiceCIDRs, removed.ServiceCIDRs)
 	c.Configs = without(c.Configs, removed.Configs)
 	c.Environments = without(c.Environments, removed.Environments)
+	c.Workloads = without(c.Workloads, removed.Workloads)
 	return c
 }
 

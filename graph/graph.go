@@ -251,3 +251,18 @@ func (gr *Graph) WriteDOT(w io.Writer) error {
 	}
 	return nil
 }
+
+// Carriers are the chains (ipvs: the virtual servers and sets) of the Service that
+// the traced traffic went through, as "table chain (service port)", in the order the
+// traces first met them: what `svcgen explain` lists.
+func (gr *Graph) Carriers() []string {
+	var out []string
+	for _, key := range gr.order {
+		if n := gr.nodes[key]; n.kind == chainNode {
+			table, chain, _ := strings.Cut(strings.TrimPrefix(key, "chain "), " ")
+			_, service, _ := strings.Cut(n.label, "\n")
+			out = append(out, strings.TrimSpace(table+" "+chain)+" ("+service+")")
+		}
+	}
+	return out
+}

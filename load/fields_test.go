@@ -25,7 +25,7 @@ func TestKindTypos(t *testing.T) {
 		{"networking.k8s.io/v1", "ServiceCidr", `unknown kind ServiceCidr, passed over (did you mean ServiceCIDR?)`},
 		{"v1", "Lsit", `unknown kind Lsit, passed over (did you mean List?)`},
 		{"v1", "Serv ice", `unknown kind "Serv ice", passed over (did you mean Service?)`},
-		{"v1", "ConfigMap", ""}, {"apps/v1", "Deployment", ""}, {"rbac.authorization.k8s.io/v1", "Role", ""},
+		{"v1", "ConfigMap", ""}, {"networking.k8s.io/v1", "Ingress", ""}, {"rbac.authorization.k8s.io/v1", "Role", ""},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", ""}, {"v1", "Namespace", ""}, {"v1", "Secret", ""},
 		{"networking.istio.io/v1", "VirtualService", ""}, {"example.com/v1", "Frobnicator", ""},
 	} {

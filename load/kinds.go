@@ -25,6 +25,13 @@ var kinds = []*kindInfo{
 	{name: "Pod", versions: []string{"v1"}, plural: "Pods", decode: (*Loader).pod},
 	{name: "Node", versions: []string{"v1"}, plural: "Nodes", decode: (*Loader).node},
 	{name: "ServiceCIDR", versions: []string{"networking.k8s.io/v1", "networking.k8s.io/v1beta1"}, plural: "ServiceCIDRs", decode: (*Loader).serviceCIDR},
+	{name: "Deployment", versions: []string{"apps/v1"}, plural: "Deployments", decode: (*Loader).workload},
+	{name: "StatefulSet", versions: []string{"apps/v1"}, plural: "StatefulSets", decode: (*Loader).workload},
+	{name: "DaemonSet", versions: []string{"apps/v1"}, plural: "DaemonSets", decode: (*Loader).workload},
+	{name: "ReplicaSet", versions: []string{"apps/v1"}, plural: "ReplicaSets", decode: (*Loader).workload},
+	{name: "ReplicationController", versions: []string{"v1"}, plural: "ReplicationControllers", decode: (*Loader).workload},
+	{name: "Job", versions: []string{"batch/v1"}, plural: "Jobs", decode: (*Loader).workload},
+	{name: "CronJob", versions: []string{"batch/v1"}, plural: "CronJobs", decode: (*Loader).workload},
 	{name: "KubeProxyConfiguration", versions: []string{"kubeproxy.config.k8s.io/v1alpha1"}, plural: "KubeProxyConfigurations", decode: (*Loader).config},
 	{name: "NodeEnvironment", versions: []string{"svcgen/v1alpha1"}, plural: "NodeEnvironments", decode: (*Loader).environment},
 	// A kind: List as kubectl prints one, and every v1 XxxList of a kind svcgen

@@ -41,7 +41,7 @@ type Dialect string
 const (
 	// Kubernetes reads manifests as the API server would accept them.
 	Kubernetes Dialect = ""
-	// MiniK8s also accepts the course-project YAML of shared/seed-systems:
+	// MiniK8s also accepts the course-project YAML of testdata/minik8s:
 	// selector.matchLabels on a Service, lower-case protocols, a NodePort port without
 	// `port`, node ports outside the default range.
 	MiniK8s Dialect = "minik8s"

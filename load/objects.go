@@ -16,19 +16,8 @@ func (l *Loader) pod(w *walker, n *tree.Node) {
 	spec := w.mapping(n, tree.Path{}, "spec")
 	p.NodeName = w.strAt(spec, tree.At("spec"), "nodeName")
 	p.Hostname = w.strAt(spec, tree.At("spec"), "hostname")
-	w.items(spec, tree.At("spec"), "containers", func(cn *tree.Node, cp tree.Path) {
-		w.items(cn, cp, "ports", func(pn *tree.Node, pp tree.Path) {
-			cport := model.ContainerPort{
-				Name:          w.strAt(pn, pp, "name"),
-				ContainerPort: w.port(pn, pp, "containerPort"),
-				Protocol:      w.protocol(pn, pp, "protocol"),
-			}
-			if cport.Name != "" {
-				w.name(cport.Name, pp.Key("name"), model.IANASvcName)
-			}
-			p.Ports = append(p.Ports, cport)
-		})
-	})
+	p.Ports = w.containerPorts(spec, tree.At("spec"))
+	p.Owner = w.owner(n)
 	w.podStatus(p, n)
 	l.Cluster.Pods = append(l.Cluster.Pods, p)
 }
@@ -72,6 +61,10 @@ func (l *Loader) node(w *walker, n *tree.Node) {
 			nd.PodCIDRs = append(nd.PodCIDRs, p.Masked())
 		}
 	}
+	nd.Unschedulable, _ = w.boolean(spec, tree.At("spec"), "unschedulable")
+	w.items(spec, tree.At("spec"), "taints", func(tn *tree.Node, path tree.Path) {
+		nd.Taints = append(nd.Taints, model.Taint{Key: w.strAt(tn, path, "key"), Value: w.strAt(tn, path, "value"), Effect: w.strAt(tn, path, "effect")})
+	})
 	status := w.mapping(n, tree.Path{}, "status")
 	w.items(status, tree.At("status"), "addresses", func(an *tree.Node, path tree.Path) {
 		t := w.strAt(an, path, "type")

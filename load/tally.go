@@ -103,13 +103,29 @@ func (t *Tally) Read(kind string) int {
 // Line says what was met in input, or in every input for "": "read 12 Services, 14
 // EndpointSlices; passed over 14 ConfigMap, 2 CustomResourceDefinition" (the kinds
 // read as kinds lists them, those passed over most first); "" when no object was.
-func (t *Tally) Line(input string) string {
+func (t *Tally) Line(input string) string { return t.line(input, nil, 0) }
+
+// Summary is Line for every input, with the Pods made from each kind of workload
+// ("9 Deployments (27 Pods made)", made counts them by kind) and the Nodes made
+// (--nodes): what a command says it read.
+func (t *Tally) Summary(made map[string]int, nodesMade int) string {
+	return t.line("", made, nodesMade)
+}
+
+func (t *Tally) line(input string, made map[string]int, nodesMade int) string {
 	c := t.total(input)
 	var read, passed []string
 	for i, n := range c.read {
 		if n > 0 {
-			read = append(read, textutil.Count(n, kinds[i].name, kinds[i].plural))
+			count := textutil.Count(n, kinds[i].name, kinds[i].plural)
+			if pods, ok := made[kinds[i].name]; ok {
+				count += " (" + textutil.Count(pods, "Pod", "Pods") + " made)"
+			}
+			read = append(read, count)
 		}
+	}
+	if nodesMade > 0 {
+		read = append(read, textutil.Count(nodesMade, "Node", "Nodes")+" made (--nodes)")
 	}
 	kindsPassed := make([]string, 0, len(c.passed))
 	for kind := range c.passed {

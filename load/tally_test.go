@@ -13,8 +13,8 @@ func TestTally(t *testing.T) {
 	l.Text("a.yaml", okService+"---\n"+okService+"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
 	l.Text("b.json", `{"apiVersion": "v1", "kind": "List", "items": [
 		{"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "s", "labels": {"kubernetes.io/service-name": "ok"}}, "addressType": "IPv4"},
-		{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}},
-		{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "e"}},
+		{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "d"}},
+		{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "e"}},
 		{"apiVersion": "v1", "kind": "Servcie", "metadata": {"name": "typo"}},
 		{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}]}`)
 	l.Text("c yaml", "# nothing\n")
@@ -23,9 +23,9 @@ func TestTally(t *testing.T) {
 	}
 	for input, want := range map[string]string{
 		"a.yaml":   "read 2 Services; passed over 1 ConfigMap",
-		"b.json":   "read 1 EndpointSlice, 1 Node; passed over 2 Deployment, 1 Servcie",
+		"b.json":   "read 1 EndpointSlice, 1 Node; passed over 2 Ingress, 1 Servcie",
 		`"c yaml"`: "",
-		"":         "read 2 Services, 1 EndpointSlice, 1 Node; passed over 2 Deployment, 1 ConfigMap, 1 Servcie",
+		"":         "read 2 Services, 1 EndpointSlice, 1 Node; passed over 2 Ingress, 1 ConfigMap, 1 Servcie",
 	} {
 		if got := l.Tally.Line(input); got != want {
 			t.Errorf("%q: %q, want %q", input, got, want)

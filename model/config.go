@@ -88,6 +88,7 @@ type Cluster struct {
 	ServiceCIDRs []*ServiceCIDR
 	Configs      []*Config
 	Environments []*NodeEnvironment
+	Workloads    []*Workload
 }
 
 // Append appends every object list of o to c's.
@@ -100,4 +101,5 @@ func (c *Cluster) Append(o *Cluster) {
 	c.ServiceCIDRs = append(c.ServiceCIDRs, o.ServiceCIDRs...)
 	c.Configs = append(c.Configs, o.Configs...)
 	c.Environments = append(c.Environments, o.Environments...)
+	c.Workloads = append(c.Workloads, o.Workloads...)
 }

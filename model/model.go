@@ -274,6 +274,14 @@ type Pod struct {
 	Ready           bool
 	Terminating     bool // metadata.deletionTimestamp is set
 	Ports           []ContainerPort
+	// Owner is the Pod's controller (metadata.ownerReferences); zero when none.
+	Owner OwnerRef
+	// MadeBy is the workload that svcgen made the Pod from ("Deployment shop/web"),
+	// empty for a Pod of the input.
+	MadeBy string
+	// Pending says why a Pod made from a workload has no address ("no Node fits
+	// its placement"); empty otherwise.
+	Pending string
 }
 
 // NodeAddress is an entry of a Node's status.addresses.
@@ -292,6 +300,12 @@ type Node struct {
 	// KubeletVersion is status.nodeInfo.kubeletVersion ("v1.37.2"): kube-proxy runs
 	// the kubelet's minor release, so it says which layout the node's rules have.
 	KubeletVersion string
+	// Unschedulable is spec.unschedulable; Taints are spec.taints: the scheduler
+	// places no Pod on such a Node unless it tolerates the taints.
+	Unschedulable bool
+	Taints        []Taint
+	// Made: svcgen made the Node (--nodes); the input had none.
+	Made bool
 }
 
 // Zone is the node's topology.kubernetes.io/zone label.

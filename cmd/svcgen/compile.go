@@ -33,6 +33,8 @@ type inputFlags struct {
 	dialect       string
 	release       string
 	gates         map[string]string
+	nodes         int
+	podCIDR       []string
 	readFlags     // --strict, -q, -v: see inputs.go
 }
 
@@ -41,7 +43,9 @@ func (f *inputFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVarP(&f.files, "filename", "f", nil, "manifests: a file, a folder (read recursively) or - for stdin; repeatable")
 	fl.StringVarP(&f.config, "config", "c", "", "a KubeProxyConfiguration file")
 	fl.StringVarP(&f.mode, "mode", "m", "", "proxy mode: iptables, ipvs or nftables (default: the configuration's mode, else iptables)")
-	fl.StringVar(&f.node, "node", "", "the Node the rules are for (default: the configuration's hostnameOverride, else the only Node)")
+	fl.StringVar(&f.node, "node", "", "the Node the rules are for (default: the configuration's hostnameOverride, else the only Node, else node-1 of --nodes)")
+	fl.IntVar(&f.nodes, "nodes", 0, "make this many Nodes (node-1 ... node-N) for the workloads' Pods when the input has none")
+	fl.StringArrayVar(&f.podCIDR, "pod-cidr", nil, "give Nodes without spec.podCIDRs a /24 (IPv6: /64) of this CIDR for their Pods (default 10.244.0.0/16); repeatable, one per family")
 	fl.StringVar(&f.lock, "lock", "", "keep allocated ClusterIPs and NodePorts stable in this file (read, then rewritten)")
 	fl.StringArrayVar(&f.serviceCIDR, "service-cidr", nil, "allocate ClusterIPs from this CIDR when the input has no ServiceCIDR (default 10.96.0.0/12); repeatable, one per family")
 	fl.StringVar(&f.nodePortRange, "node-port-range", "30000-32767", "allocate NodePorts from this range")
@@ -108,6 +112,25 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 		}
 	}
 	s.Node, s.LockFile = f.node, f.lock
+	if f.nodes < 0 || f.nodes > compiler.MaxMadeNodes {
+		return in, s, usagef("--nodes: %d is out of range (0-%d)", f.nodes, compiler.MaxMadeNodes)
+	}
+	s.Nodes = f.nodes
+	families := map[model.IPFamily]bool{}
+	for _, c := range f.podCIDR {
+		for _, part := range strings.Split(c, ",") {
+			p, err := model.ParsePrefix(strings.TrimSpace(part))
+			if err != nil {
+				return in, s, usagef("--pod-cidr: %v", err)
+			}
+			fam := model.FamilyOf(p.Addr())
+			if families[fam] {
+				return in, s, usagef("--pod-cidr: a second %s CIDR, %s (give one per family)", fam, p)
+			}
+			families[fam] = true
+			s.PodCIDRs = append(s.PodCIDRs, p.Masked())
+		}
+	}
 	if err := f.target(&s); err != nil {
 		return in, s, err
 	}
@@ -168,7 +191,7 @@ from the Pods they select.`,
   svcgen compile -f cluster.yaml -c kube-proxy.yaml --node worker-1 --noflush -o rules.txt
   svcgen compile -f manifests/ --lock svcgen.lock          # stable ClusterIPs and NodePorts
   iptables-save | svcgen compile -f manifests/ --previous - --minimal | iptables-restore --noflush
-  svcgen compile --dialect minik8s -f ../shared/seed-systems/examples/
+  svcgen compile --dialect minik8s -f testdata/minik8s/
   svcgen compile -f examples/ -m ipvs -o node.sh && sudo sh node.sh   # ipvs mode, re-runnable
   svcgen compile -f examples/ -m ipvs --split -o ipvs/ && sudo ipvsadm -R < ipvs/ipvsadm.rules
   svcgen compile -f examples/ -m nftables > rules.nft && nft -f rules.nft

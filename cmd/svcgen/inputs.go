@@ -57,7 +57,7 @@ func (f *inputFlags) runInputs(stdin io.Reader, stderr io.Writer, check inputChe
 	}
 	printWarnings(stderr, res.InputWarnings)
 	printProblems(stderr, res.Warnings)
-	f.tell(stderr, in.Files, res.Read)
+	f.tell(stderr, in.Files, res)
 	return res, nil
 }
 
@@ -75,10 +75,12 @@ func (f *readFlags) register(cmd *cobra.Command) {
 }
 
 // tell says on stderr what was read from the manifests (paths, as -f names them):
-// the objects of each kind read and passed over, in all, and with -v for each input
-// first. Without -v it says so only when no Service was read, when the rules would
-// be empty; with -q never.
-func (f *readFlags) tell(stderr io.Writer, paths []string, read *load.Tally) {
+// the objects of each kind read and passed over, the Pods made from workloads and
+// the Nodes made, in all, and with -v for each input first. Without -v it says so
+// only when no Service was read (the rules would be empty) or when Pods were made
+// from workloads (the endpoints are svcgen's making); with -q never.
+func (f *readFlags) tell(stderr io.Writer, paths []string, res *pipeline.Result) {
+	read := res.Read
 	if f.quiet || read == nil {
 		return
 	}
@@ -87,15 +89,25 @@ func (f *readFlags) tell(stderr io.Writer, paths []string, read *load.Tally) {
 			fmt.Fprintf(stderr, "%s: %s\n", input, orNothing(read.Line(input)))
 		}
 	}
+	var made map[string]int
+	nodesMade := 0
+	if res.Resolved != nil {
+		made = res.Resolved.Made
+		for _, n := range res.Resolved.Cluster.Nodes {
+			if n.Made {
+				nodesMade++
+			}
+		}
+	}
 	switch {
 	case read.Read("Service") == 0:
 		names := make([]string, len(paths))
 		for i, p := range paths {
 			names[i] = textutil.Quote(inputName(p))
 		}
-		fmt.Fprintf(stderr, "read no Service from %s (%s)\n", strings.Join(names, ", "), orNothing(read.Line("")))
-	case f.verbose:
-		fmt.Fprintln(stderr, read.Line(""))
+		fmt.Fprintf(stderr, "read no Service from %s (%s)\n", strings.Join(names, ", "), orNothing(read.Summary(made, nodesMade)))
+	case f.verbose || len(made) > 0:
+		fmt.Fprintln(stderr, read.Summary(made, nodesMade))
 	}
 }
 

@@ -145,9 +145,9 @@ iptables-restore input, an nft -f script, or an ipvs setup script.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(newCompile(stdin, stdout, stderr), newGen(stdout))
-	root.AddCommand(newTrace(stdin, stdout, stderr), newVerify(stdin, stdout, stderr), newGraph(stdin, stdout, stderr))
+	root.AddCommand(newTrace(stdin, stdout, stderr), newVerify(stdin, stdout, stderr), newGraph(stdin, stdout, stderr), newExplain(stdin, stdout, stderr))
 	root.AddCommand(newApply(stdin, stdout, stderr), newDiff(stdin, stdout, stderr), newAudit(stdin, stdout, stderr), newCleanup(stdout, stderr))
-	root.AddCommand(newVersion(stdout))
+	root.AddCommand(newResolve(stdin, stdout, stderr), newVersion(stdout))
 	return root
 }
 

@@ -52,6 +52,9 @@ type Settings struct {
 	Family        model.IPFamily
 	// NoAllocate: see compiler.ResolveOptions (kube-proxy's own test inputs).
 	NoAllocate bool
+	// Nodes and PodCIDRs: --nodes and --pod-cidr (see compiler.ResolveOptions).
+	Nodes    int
+	PodCIDRs []netip.Prefix
 	// Release and Gates: --kube-proxy-version and --feature-gates (see
 	// compiler.Options).
 	Release release.Release
@@ -157,6 +160,9 @@ func options(cluster *model.Cluster, miniK8s bool, s Settings) (compiler.Resolve
 		Lock:          lock,
 		NoAllocate:    s.NoAllocate,
 		MiniK8s:       miniK8s,
+		Nodes:         s.Nodes,
+		PodCIDRs:      s.PodCIDRs,
+		Node:          s.Node,
 	}
 	mode := s.Mode
 	if mode == "" && len(cluster.Configs) > 0 {

@@ -39,12 +39,36 @@ var reads = []struct {
 		"endpoints[].conditions", "endpoints[].hints", "endpoints[].hints.forZones[]", "endpoints[].hints.forNodes[]"}},
 	{"Endpoints", "io.k8s.api.core.v1.Endpoints", []string{"", "metadata", "subsets[]", "subsets[].addresses[]",
 		"subsets[].notReadyAddresses[]", "subsets[].ports[]"}},
-	{"Pod", "io.k8s.api.core.v1.Pod", []string{"", "metadata", "spec", "spec.containers[]", "spec.containers[].ports[]",
+	{"Pod", "io.k8s.api.core.v1.Pod", []string{"", "metadata", "metadata.ownerReferences[]", "spec", "spec.containers[]", "spec.containers[].ports[]",
 		"status", "status.podIPs[]", "status.conditions[]"}},
-	{"Node", "io.k8s.api.core.v1.Node", []string{"", "metadata", "spec", "status", "status.addresses[]", "status.nodeInfo"}},
+	{"Node", "io.k8s.api.core.v1.Node", []string{"", "metadata", "spec", "spec.taints[]", "status", "status.addresses[]", "status.nodeInfo"}},
+	{"Deployment", "io.k8s.api.apps.v1.Deployment", workload("spec", "spec.selector", "spec.selector.matchExpressions[]")},
+	{"ReplicaSet", "io.k8s.api.apps.v1.ReplicaSet", workload("spec", "spec.selector", "spec.selector.matchExpressions[]")},
+	{"StatefulSet", "io.k8s.api.apps.v1.StatefulSet", workload("spec", "spec.selector", "spec.selector.matchExpressions[]", "spec.ordinals")},
+	{"DaemonSet", "io.k8s.api.apps.v1.DaemonSet", workload("spec", "spec.selector", "spec.selector.matchExpressions[]")},
+	{"ReplicationController", "io.k8s.api.core.v1.ReplicationController", workload("spec")},
+	{"Job", "io.k8s.api.batch.v1.Job", workload("spec", "spec.selector", "spec.selector.matchExpressions[]")},
+	{"CronJob", "io.k8s.api.batch.v1.CronJob", workload("spec", "spec.jobTemplate", "spec.jobTemplate.spec",
+		"spec.jobTemplate.spec.selector", "spec.jobTemplate.spec.selector.matchExpressions[]")},
 	{"ServiceCIDR", "io.k8s.api.networking.v1.ServiceCIDR", []string{"", "metadata", "spec"}},
 	// kind: List has no definition of its own; it is as every XxxList is.
 	{"List", "io.k8s.api.core.v1.ServiceList", []string{""}},
+}
+
+// workload is the paths svcgen reads of a workload: its metadata, the given paths
+// of its spec, and its pod template (at spec.template, or for a CronJob at
+// spec.jobTemplate.spec.template).
+func workload(spec ...string) []string {
+	t := "spec.template"
+	if slices.Contains(spec, "spec.jobTemplate") {
+		t = "spec.jobTemplate.spec.template"
+	}
+	aff := t + ".spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+	paths := []string{"", "metadata", "metadata.ownerReferences[]"}
+	paths = append(paths, spec...)
+	return append(paths, t, t+".metadata", t+".spec", t+".spec.containers[]", t+".spec.containers[].ports[]",
+		t+".spec.tolerations[]", t+".spec.affinity", t+".spec.affinity.nodeAffinity", aff,
+		aff+".nodeSelectorTerms[]", aff+".nodeSelectorTerms[].matchExpressions[]", aff+".nodeSelectorTerms[].matchFields[]")
 }
 
 type definition struct {
