@@ -22,8 +22,9 @@ import (
 // thousand rules of them are kept, when they are dropped and read again if reached
 // again. At 10,000 Services the read rules took more memory than the ruleset itself
 // (about 100 MB), and each Service's chains are reached by the few probes of one
-// Service, one after the other when verify sends them. So an IPTables, like the
-// other tracers, is for one goroutine at a time.
+// Service, one after the other when verify sends them. So an IPTables is for one
+// goroutine at a time (and so is a copy of it from WithoutPaths, which shares what
+// it has read).
 type IPTables struct {
 	rs   *iptsyntax.Ruleset
 	host Host
