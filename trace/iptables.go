@@ -49,6 +49,9 @@ type IPTables struct {
 // KUBE-NODEPORTS a rule per node port (by destination port). A trace looks only at
 // the rules for its packet's value and the rules that match other values or none.
 type chainIndex struct {
+	// read are the chain's rules with their words (see lighten); specs the same
+	// rules understood.
+	read  []iptsyntax.Rule
 	specs []*iptsyntax.Spec
 	// byPort: the chain is indexed by destination port, not address.
 	byPort bool
@@ -65,13 +68,20 @@ var indexFrom = 32 // a variable for tests
 var keepShort = 4096 // a variable for tests
 
 func newChainIndex(c *iptsyntax.Chain) (*chainIndex, error) {
-	ci := &chainIndex{specs: make([]*iptsyntax.Spec, len(c.Rules))}
-	for i := range c.Rules {
-		s, err := iptsyntax.ParseSpec(c.Rules[i].Args)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", c.Rules[i].Text(), err)
+	ci := &chainIndex{read: make([]iptsyntax.Rule, len(c.Rules)), specs: make([]*iptsyntax.Spec, len(c.Rules))}
+	for i, r := range c.Rules {
+		if r.Args == nil && r.Raw != "" {
+			full, err := iptsyntax.ParseRuleLine(r.Raw)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", r.Raw, err)
+			}
+			r.Args = full.Args
 		}
-		ci.specs[i] = s
+		s, err := iptsyntax.ParseSpec(r.Args)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", r.Text(), err)
+		}
+		ci.read[i], ci.specs[i] = r, s
 	}
 	if len(c.Rules) < indexFrom {
 		return ci, nil
@@ -185,8 +195,9 @@ func (ci *chainIndex) rules(p Packet) []int {
 
 // NewIPTables prepares a ruleset for tracing; every rule must be understood.
 func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
-	t := &IPTables{rs: addJumps(rs), host: host, chains: map[*iptsyntax.Chain]*chainIndex{}, probs: map[string]*big.Rat{}}
-	for _, tb := range t.rs.Tables {
+	full := addJumps(rs)
+	t := &IPTables{rs: lighten(full), host: host, chains: map[*iptsyntax.Chain]*chainIndex{}, probs: map[string]*big.Rat{}}
+	for _, tb := range full.Tables {
 		for _, c := range tb.Chains {
 			for i := range c.Rules {
 				r := &c.Rules[i]
@@ -204,9 +215,56 @@ func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
 // label names the Service port behind a hashed chain (iptsyntax.Owners.Label).
 func (t *IPTables) label(chain string) string {
 	if t.owners == nil {
-		t.owners = iptsyntax.FindOwners(t.rs)
+		t.owners = iptsyntax.FindOwners(t.expanded())
 	}
 	return t.owners.Label(chain)
+}
+
+// lighten returns the ruleset with new chains whose rules read from text keep their
+// line (Raw) and not its words: at 10,000 Services the words of 290,000 rules were
+// 70 MB of the tracer's 145, and a trace reads the words of the chains it reaches
+// again (chain), a few at a time.
+func lighten(rs *iptsyntax.Ruleset) *iptsyntax.Ruleset {
+	out := &iptsyntax.Ruleset{}
+	for _, t := range rs.Tables {
+		nt := &iptsyntax.Table{Name: t.Name, Deleted: t.Deleted}
+		for _, c := range t.Chains {
+			nc := *c
+			nc.Rules = make([]iptsyntax.Rule, len(c.Rules))
+			for i, r := range c.Rules {
+				if r.Raw != "" {
+					r.Args = nil
+				}
+				nc.Rules[i] = r
+			}
+			nt.Chains = append(nt.Chains, &nc)
+		}
+		out.Tables = append(out.Tables, nt)
+	}
+	return iptsyntax.Reindex(out)
+}
+
+// expanded is the tracer's ruleset with every rule's words read again.
+func (t *IPTables) expanded() *iptsyntax.Ruleset {
+	out := &iptsyntax.Ruleset{}
+	for _, tb := range t.rs.Tables {
+		nt := &iptsyntax.Table{Name: tb.Name, Deleted: tb.Deleted}
+		for _, c := range tb.Chains {
+			nc := *c
+			nc.Rules = make([]iptsyntax.Rule, len(c.Rules))
+			for i, r := range c.Rules {
+				if r.Args == nil && r.Raw != "" {
+					if full, err := iptsyntax.ParseRuleLine(r.Raw); err == nil {
+						r.Args = full.Args
+					}
+				}
+				nc.Rules[i] = r
+			}
+			nt.Chains = append(nt.Chains, &nc)
+		}
+		out.Tables = append(out.Tables, nt)
+	}
+	return iptsyntax.Reindex(out)
 }
 
 // readProbabilities keeps the fraction of each "-m statistic" probability of a rule,
@@ -418,7 +476,7 @@ func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth
 		for j, s := range live {
 			m, err := t.matches(spec, s)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %v", c.Rules[i].Text(), err)
+				return nil, fmt.Errorf("%s: %v", ci.read[i].Text(), err)
 			}
 			if m.p.Sign() == 0 {
 				if changed {
@@ -438,7 +496,7 @@ func (t *IPTables) walk(tb *iptsyntax.Table, c *iptsyntax.Chain, st state, depth
 			}
 			hit.affinity = hit.affinity || m.setsAffinity
 			if !t.noPaths {
-				hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: c.Rules[i].Text(), Service: t.label(c.Name), P: m.p})
+				hit.path = append(hit.path, Step{Table: tb.Name, Chain: c.Name, Rule: ci.read[i].Text(), Service: t.label(c.Name), P: m.p})
 			}
 			results, err := t.apply(tb, spec, hit, depth)
 			if err != nil {

@@ -45,8 +45,23 @@ type Rule struct {
 	// Line is the line number in the parsed text (0 for rules not read from text).
 	Line int
 	// Raw is the line as read, "-A CHAIN args" ("" for rules not read from text): two
-	// rules with the same Raw are the same rule, whatever their spelling.
+	// rules with the same Raw are the same rule, whatever their spelling. Args are
+	// Raw's words after the chain (ParseRuleLine reads them again).
 	Raw string
+}
+
+// ParseRuleLine reads one "-A CHAIN args" line as Parse reads it: the rule with its
+// chain, words and Raw. A reader that holds many rules may keep Raw alone and read
+// the words again when it needs them.
+func ParseRuleLine(line string) (Rule, error) {
+	words, err := splitWords(line)
+	if err != nil {
+		return Rule{}, err
+	}
+	if len(words) < 2 || (words[0] != "-A" && words[0] != "--append") {
+		return Rule{}, fmt.Errorf("%q is not an -A line", line)
+	}
+	return Rule{Chain: words[1], Args: words[2:], Raw: line}, nil
 }
 
 // Table returns the table of that name, or nil.

@@ -3,6 +3,7 @@ package syntax
 import (
 	"bytes"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,5 +160,34 @@ func TestCanaryIsNoRule(t *testing.T) {
 	used := strings.Replace(canaries, "*filter\n:KUBE-PROXY-CANARY - [0:0]\n", "*filter\n:KUBE-PROXY-CANARY - [0:0]\n-A KUBE-PROXY-CANARY -j DROP\n", 1)
 	if d := ruleview.Unified("rules", view(rules, Everything), "node", view(used, Everything)); d == nil {
 		t.Error("a canary holding a rule was left out")
+	}
+}
+
+// A rule read from text is its line read alone (ParseRuleLine), words and all: the
+// tracer keeps the line and reads the words again.
+func TestParseRuleLineReadsWhatParseReads(t *testing.T) {
+	text := "*nat\n:KUBE-SVC-X - [0:0]\n" +
+		`-A KUBE-SVC-X -m comment --comment "ns1/svc1:p80 -> 10.0.0.1:80" -m statistic --mode random --probability 0.5000000000 -j KUBE-SEP-A` + "\n" +
+		"-A   KUBE-SVC-X\t-p tcp -m tcp ! --dport 80 -j DROP\n" +
+		"--append KUBE-SVC-X -m comment --comment 'it''s' -j ACCEPT\nCOMMIT\n"
+	rs, err := ParseBytes("rules", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := rs.Table("nat").Chain("KUBE-SVC-X").Rules
+	if len(rules) != 3 {
+		t.Fatalf("%d rules, want 3", len(rules))
+	}
+	for _, r := range rules {
+		got, err := ParseRuleLine(r.Raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Chain != r.Chain || !slices.Equal(got.Args, r.Args) || got.Raw != r.Raw {
+			t.Errorf("%s:\n got %q %q\nwant %q %q", r.Raw, got.Chain, got.Args, r.Chain, r.Args)
+		}
+	}
+	if _, err := ParseRuleLine("-I KUBE-SVC-X 1 -j DROP"); err == nil {
+		t.Errorf("an -I line reads as a rule")
 	}
 }
