@@ -161,11 +161,11 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 					return current, nil, err
 				}
 				printProblems(stderr, up.Warnings)
-				current = up.Map
+				current = up.Maps[0]
 				if up.Changed == nil {
 					return current, nil, nil
 				}
-				return current, &apply.Hint{Since: up.Prev, Changed: up.Changed}, nil
+				return current, &apply.Hint{Since: up.Prevs[0], Changed: up.Changed}, nil
 			}),
 		}
 		return w.Run(ctx)
