@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
@@ -124,10 +123,10 @@ func (s *Session) full() (*Update, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.fams != nil && familyNames(maps) != familyNames(s.Maps()) {
+	if s.fams != nil && ir.FamilyNames(maps) != ir.FamilyNames(s.Maps()) {
 		// kube-proxy picks its proxiers once, at start; so does a Session (apply
 		// --watch opened its kernel backends per family).
-		return nil, fmt.Errorf("the inputs now give IP families %s, and this run started with %s: restart it (or pin the families with --ip-family)", familyNames(maps), familyNames(s.Maps()))
+		return nil, fmt.Errorf("the inputs now give IP families %s, and this run started with %s: restart it (or pin the families with --ip-family)", ir.FamilyNames(maps), ir.FamilyNames(s.Maps()))
 	}
 	s.resolved, s.fams = res, make([]*familyState, len(maps))
 	for i, sm := range maps {
@@ -402,13 +401,4 @@ func without[T comparable](list, drop []T) []T {
 		}
 	}
 	return out
-}
-
-// familyNames names the families of maps: "IPv4 and IPv6".
-func familyNames(maps []*ir.ServiceMap) string {
-	names := make([]string, len(maps))
-	for i, sm := range maps {
-		names[i] = string(sm.Family)
-	}
-	return strings.Join(names, " and ")
 }

@@ -70,7 +70,7 @@ type Interface struct {
 // nfnetlink_acct counters supported, nf_conntrack_tcp_be_liberal off.
 type NodeEnvironment struct {
 	Origin
-	Node         string
+	Node string
 	// IPFamilies are the families kube-proxy programs on the node (ipFamily: IPv4,
 	// IPv6 or DualStack); nil when the document does not say (compile then takes
 	// the families of the input: see compiler.Families).

@@ -262,10 +262,10 @@ func (f *compileFlags) outputs(maps []*ir.ServiceMap, mode modes.Mode) ([]output
 		return []output{{maps: maps, path: f.output, previous: f.previous}}, nil
 	}
 	if f.output == "" || f.output == "-" {
-		return nil, usagef("this run has two IP families (%s), and %s mode writes one output per family; name them with -o PREFIX (PREFIX.v4 and PREFIX.v6), or write one family with --ip-family ipv4 or --ip-family ipv6", familyList(maps), mode.Name)
+		return nil, usagef("this run has two IP families (%s), and %s mode writes one output per family; name them with -o PREFIX (PREFIX.v4 and PREFIX.v6), or write one family with --ip-family ipv4 or --ip-family ipv6", ir.FamilyNames(maps), mode.Name)
 	}
 	if f.previous == "-" {
-		return nil, usagef("--previous -: this run has two IP families (%s); give the previous rules as --previous PREFIX (PREFIX.v4 and PREFIX.v6)", familyList(maps))
+		return nil, usagef("--previous -: this run has two IP families (%s); give the previous rules as --previous PREFIX (PREFIX.v4 and PREFIX.v6)", ir.FamilyNames(maps))
 	}
 	outs := make([]output, len(maps))
 	inputs := append(slices.Clone(f.files), f.config, f.lock)
@@ -289,15 +289,6 @@ func (f *compileFlags) outputs(maps []*ir.ServiceMap, mode modes.Mode) ([]output
 		}
 	}
 	return outs, nil
-}
-
-// familyList names the families of maps: "IPv4 and IPv6".
-func familyList(maps []*ir.ServiceMap) string {
-	names := make([]string, len(maps))
-	for i, sm := range maps {
-		names[i] = string(sm.Family)
-	}
-	return strings.Join(names, " and ")
 }
 
 // write writes one output: its parts (--split), the whole rules, or the change from

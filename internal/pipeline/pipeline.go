@@ -78,6 +78,16 @@ type Result struct {
 	Lock []byte
 }
 
+// MapOf is the service map of a family, nil when the run has none of it.
+func (r *Result) MapOf(f model.IPFamily) *ir.ServiceMap {
+	for _, sm := range r.Maps {
+		if sm.Family == f {
+			return sm
+		}
+	}
+	return nil
+}
+
 // ErrNoInput is a run given no manifests: a usage mistake, not an input error.
 var ErrNoInput = errors.New("no input: give manifests with -f FILE, -f FOLDER or -f - (stdin)")
 
