@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/internal/textutil"
 	"github.com/svcgen/svcgen/ruleview"
 )
@@ -64,30 +65,55 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	backend := mode.Backend(res.Map.Family, 0)
-	want, err := backend.Want(res.Map)
-	if err != nil {
-		return err
-	}
-	var have apply.State
-	if f.live {
-		have, err = backend.Read(ctx)
-	} else {
-		have, err = readState(backend, f.rules, stdin)
+	var drift []ruleview.Drift
+	ports := 0
+	var rules []byte
+	var rulesName string
+	for _, sm := range res.Maps {
+		// One backend per family, as kube-proxy runs one proxier per family. A
+		// --rules file of a mode that writes an output per family is PREFIX.v4 and
+		// PREFIX.v6 in a dual-stack run, as compile -o writes them.
+		backend := mode.Backend(sm.Family, 0)
+		want, err := backend.Want(sm)
 		if err != nil {
-			err = &pipeline.InputError{Err: err}
+			return err
+		}
+		var have apply.State
+		switch {
+		case f.live:
+			have, err = backend.Read(ctx)
+		default:
+			path := f.rules
+			if len(res.Maps) > 1 && !mode.OneScript() {
+				if path == "-" {
+					return usagef("--rules -: this run has two IP families (%s); give --rules PREFIX (PREFIX.v4 and PREFIX.v6)", ir.FamilyNames(res.Maps))
+				}
+				path += "." + sm.Family.Suffix()
+			}
+			if rules == nil || !mode.OneScript() {
+				if rulesName, rules, err = readInput(path, stdin); err != nil {
+					return &pipeline.InputError{Err: fmt.Errorf("%s: %w", rulesName, err)}
+				}
+			}
+			if have, err = backend.Parse(rulesName, rules); err != nil {
+				err = &pipeline.InputError{Err: err}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		v := apply.ViewOptions{Map: sm}
+		for _, d := range ruleview.Audit(want.View(v), have.View(v)) {
+			if len(res.Maps) > 1 {
+				d.Port += " (" + string(sm.Family) + ")"
+			}
+			drift = append(drift, d)
+		}
+		for _, svc := range sm.Services {
+			ports += len(svc.Ports)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	v := apply.ViewOptions{Map: res.Map}
-	drift := ruleview.Audit(want.View(v), have.View(v))
 	printDrift(stdout, drift)
-	ports := 0
-	for _, svc := range res.Map.Services {
-		ports += len(svc.Ports)
-	}
 	if len(drift) == 0 {
 		fmt.Fprintf(stderr, "audit: %s, all in step\n", textutil.Count(ports, "service port", "service ports"))
 		return nil
