@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/internal/pipeline"
-	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/internal/textutil"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
