@@ -34,7 +34,7 @@ type IPTables struct {
 }
 
 // DefaultMaxChains is the block size of staged restores. Measured on iptables-nft
-// 1.8.9 loading 10,000 Services (about 100,000 chains) from cold (README): blocks of
+// 1.8.9 loading 10,000 Services (about 100,000 chains) from cold (docs/node.md): blocks of
 // 250 to 1,000 chain lines cost 10-15 s of CPU, 5,000 cost 29 s, 10,000 cost 55 s,
 // and one block per table takes minutes; blocks of 100 cost more again (19 s).
 const DefaultMaxChains = 500

@@ -24,7 +24,7 @@ import (
 // differ), all of it or none; without it, the whole table in one
 // transaction, or, for a large table (more than StageAbove objects), in the five
 // transactions of nftables/rules' Stages, which load a 10,000-Service table in a minute
-// where one transaction takes five (see README). A failed staged load deletes the
+// where one transaction takes five (see docs/compile.md, "nftables mode"). A failed staged load deletes the
 // table it was building: there was none before.
 type NFTables struct {
 	IPv6       bool

@@ -40,6 +40,11 @@ func pickTarget(c *model.Cluster, cfg *model.Config, opts Options) (release.Targ
 	if err != nil {
 		return release.Target{}, &GateError{Err: err}
 	}
+	if t.Layout.NFTLocalhostNodePorts && opts.Mode == NFTables {
+		// Refused rather than compiled without its rules: the output would not be
+		// what that kube-proxy programs.
+		return release.Target{}, &GateError{Err: fmt.Errorf("%s=true: svcgen does not write this gate's nftables rules yet (the localhost-nodeport-reject-ports map, its counters and chains)", release.GateKubeProxyNFTablesLocalhostNodePorts)}
+	}
 	return t, nil
 }
 

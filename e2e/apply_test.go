@@ -659,3 +659,59 @@ func TestCompleteThenAudit(t *testing.T) {
 		t.Errorf("audit after compile | iptables-restore: %v\n%s", err, out)
 	}
 }
+
+// TestSourceRangeCoveringItsVIPSettles: a LoadBalancer whose source range holds the
+// node's address lets its VIP through too ("ip saddr != { 198.18.0.0/24 , 198.18.0.10 }"),
+// which the kernel keeps merged as "198.18.0.0/24". audit and apply must take the two
+// for the same rule: before, every apply rewrote the chain and audit reported drift.
+func TestSourceRangeCoveringItsVIPSettles(t *testing.T) {
+	l := netlab.New(t)
+	ns := l.NS("node")
+	dir := t.TempDir()
+	bin := svcgenBinary(t)
+	manifest := `apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {addresses: [{type: InternalIP, address: 198.18.0.5}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb, namespace: default}
+spec:
+  type: LoadBalancer
+  clusterIP: 198.19.0.20
+  loadBalancerSourceRanges: [198.18.0.0/24]
+  ports: [{port: 80, nodePort: 30080, targetPort: 8080}]
+status: {loadBalancer: {ingress: [{ip: 198.18.0.10}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: lb-1, namespace: default, labels: {kubernetes.io/service-name: lb}}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints: [{addresses: [198.18.1.5]}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "lb.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	script, err := exec.Command(bin, "compile", "-m", "nftables", "-f", dir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "ip saddr != { 198.18.0.0/24 , 198.18.0.10 } drop") {
+		t.Fatalf("the case needs the VIP beside its source range:\n%s", script)
+	}
+	if err := l.Feed(ns, script, "nft", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("audit", "-m", "nftables", "-f", dir, "--live"); err != nil || !strings.Contains(out, "all in step") {
+		t.Errorf("audit after nft -f: %v\n%s", err, out)
+	}
+	if out, err := run("apply", "-m", "nftables", "-f", dir, "--apply-lock", filepath.Join(dir, "lock")); err != nil || !strings.Contains(out, "no changes") {
+		t.Errorf("apply after nft -f: %v\n%s", err, out)
+	}
+}

@@ -98,7 +98,7 @@ var differentialSeeds = []string{
 // same objects and report the same errors and warnings as yaml.v3 alone; with a
 // bound on the input's size too (max, when it is not 0).
 func FuzzLoaders(f *testing.F) {
-	for _, dir := range []string{"../examples", "../../shared/seed-systems/examples"} {
+	for _, dir := range []string{"../examples", "../testdata/minik8s"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, p := range files {
 			if data, err := os.ReadFile(p); err == nil {

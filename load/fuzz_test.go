@@ -18,7 +18,7 @@ import (
 // writes must be a line iptables-restore reads, with no quote, backslash or control
 // character inside a word: text that could break a rules file never reaches a rule.
 func FuzzLoad(f *testing.F) {
-	for _, dir := range []string{"../examples", "../../shared/seed-systems/examples"} {
+	for _, dir := range []string{"../examples", "../testdata/minik8s"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, p := range files {
 			if data, err := os.ReadFile(p); err == nil {

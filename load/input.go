@@ -34,7 +34,7 @@ func (l *Loader) path(path string, stdin io.Reader) error {
 	info, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return err
+		return PathError(path, err)
 	case info.IsDir():
 		return l.folder(path)
 	case info.Mode().IsRegular():
@@ -42,10 +42,41 @@ func (l *Loader) path(path string, stdin io.Reader) error {
 	}
 	fh, err := os.Open(path)
 	if err != nil {
-		return err
+		return PathError(path, err)
 	}
 	defer fh.Close()
 	return l.stream(path, fh)
+}
+
+// PathError names the input the file system could not read, as the loader names
+// inputs ("m.yaml: no such file or directory"), without the system call.
+func PathError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", textutil.Quote(path), pe.Err)
+	}
+	return err
+}
+
+// fileID is a file as the kernel knows it, whatever the name it is reached by.
+type fileID struct{ dev, ino uint64 }
+
+// again reports whether the file was read already (named twice, or by a folder and
+// by name, or through a link), and remembers it.
+func (l *Loader) again(info fs.FileInfo) bool {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	id := fileID{uint64(st.Dev), st.Ino}
+	if l.files[id] {
+		return true
+	}
+	if l.files == nil {
+		l.files = map[fileID]bool{}
+	}
+	l.files[id] = true
+	return false
 }
 
 // folder reads the manifests of a folder and the folders in it.
@@ -156,13 +187,15 @@ func IsManifest(path string) bool {
 func (l *Loader) file(path string, flag int) error {
 	fh, err := os.OpenFile(path, os.O_RDONLY|flag, 0)
 	if err != nil {
-		return err
+		return PathError(path, err)
 	}
 	defer fh.Close()
 	info, err := fh.Stat()
 	switch {
 	case err != nil:
-		return err
+		return PathError(path, err)
+	case l.again(info):
+		return nil
 	case !info.Mode().IsRegular():
 		return fmt.Errorf("%s: %s, not a regular file", textutil.Quote(path), fileType(info.Mode()))
 	case info.Size() > l.maxInput():

@@ -49,6 +49,30 @@ func TestFolderReadsRegularFilesOnly(t *testing.T) {
 	}
 }
 
+// A file named twice, by a folder and by name, or through a link is read once (it
+// was read each time, so its Services were "defined twice"); inputs that cannot be
+// read are each named, without the system call.
+func TestFileReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.yaml")
+	write(t, a, okService)
+	link := filepath.Join(t.TempDir(), "link.yaml")
+	if err := os.Symlink(a, link); err != nil {
+		t.Fatal(err)
+	}
+	l := &Loader{}
+	for _, p := range []string{a, a, dir, link, filepath.Join(dir, "missing.yaml"), filepath.Join(dir, "gone.yaml")} {
+		l.Path(p, nil)
+	}
+	want := fmt.Sprintf("[%[1]s/missing.yaml: no such file or directory %[1]s/gone.yaml: no such file or directory]", dir)
+	if got := fmt.Sprint(l.InputErrors); got != want {
+		t.Errorf("input errors\n%s\nwant\n%s", got, want)
+	}
+	if err := l.Errors.Err(); err != nil || len(l.Cluster.Services) != 1 {
+		t.Errorf("%d Services, %v; want one", len(l.Cluster.Services), err)
+	}
+}
+
 // A FIFO named as an input is read, as a stream.
 func TestNamedFIFO(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "in")

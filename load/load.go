@@ -41,7 +41,7 @@ type Dialect string
 const (
 	// Kubernetes reads manifests as the API server would accept them.
 	Kubernetes Dialect = ""
-	// MiniK8s also accepts the course-project YAML of shared/seed-systems:
+	// MiniK8s also accepts the course-project YAML of testdata/minik8s:
 	// selector.matchLabels on a Service, lower-case protocols, a NodePort port without
 	// `port`, node ports outside the default range.
 	MiniK8s Dialect = "minik8s"
@@ -83,8 +83,9 @@ type Loader struct {
 	// Tally counts the objects of each input, read and passed over.
 	Tally Tally
 
-	count counts  // the objects this Loader met, for Tally
-	bools [2]bool // false, true: see walker.boolPtr
+	files map[fileID]bool // the files read, so that one named twice is read once
+	count counts          // the objects this Loader met, for Tally
+	bools [2]bool         // false, true: see walker.boolPtr
 	text  keeper
 	// pieces is the size of the pieces YAML is read in (0: pieceSize); tests set it.
 	pieces int

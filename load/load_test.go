@@ -3,7 +3,6 @@ package load
 import (
 	"bytes"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,8 +37,9 @@ func TestBadInputErrors(t *testing.T) {
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", `svc.yaml: document 1: kind: missing: every object needs apiVersion and kind`},
 		{"spec type", svcHead + "spec: hello\n", `svc.yaml: document 1 (Service shop/web): spec: expected a mapping, got the string "hello"`},
 		{"port range", svcHead + "spec:\n  ports:\n  - port: 70000\n", `svc.yaml: document 1 (Service shop/web): spec.ports[0].port: 70000 is out of range (1-65535)`},
-		{"port text", svcHead + "spec:\n  ports:\n  - port: eighty\n", `svc.yaml: document 1 (Service shop/web): spec.ports[0].port: expected a number, got the string "eighty"`},
-		{"port quoted", svcHead + "spec:\n  ports:\n  - port: \"80\"\n", `spec.ports[0].port: expected a number, got the string "80"`},
+		{"port text", svcHead + "spec:\n  ports:\n  - port: eighty\n", `svc.yaml: document 1 (Service shop/web): spec.ports[0].port: expected a whole number, got the string "eighty"`},
+		{"port quoted", svcHead + "spec:\n  ports:\n  - port: \"80\"\n", `spec.ports[0].port: expected a whole number, got the string "80"`},
+		{"port decimal", svcHead + "spec:\n  ports:\n  - port: 80.0\n", `spec.ports[0].port: 80.0 is not a whole number`},
 		{"protocol", svcHead + "spec:\n  ports:\n  - port: 80\n    protocol: ICMP\n", `spec.ports[0].protocol: unknown protocol "ICMP" (want TCP, UDP or SCTP)`},
 		{"lower protocol", svcHead + "spec:\n  ports:\n  - port: 80\n    protocol: tcp\n", `spec.ports[0].protocol: unknown protocol "tcp"`},
 		{"cluster IP", svcHead + "spec:\n  clusterIP: 10.0.0.300\n  ports:\n  - port: 80\n", `spec.clusterIPs[0]: "10.0.0.300" is not an IP address`},
@@ -102,6 +102,30 @@ func TestNameWarnings(t *testing.T) {
 	}
 }
 
+// Names longer than Kubernetes allows are errors where they reach rules: a Service's
+// name and namespace (63) and port names (15). Comments made of them would pass what
+// the kernel keeps, so a reload would never settle.
+func TestLongNames(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	for _, c := range []struct{ doc, want string }{
+		{"metadata: {name: " + long + "}\nspec: {ports: [{port: 80}]}",
+			`metadata.name: "` + long + `" is longer than 63 characters, which Kubernetes does not allow`},
+		{"metadata: {name: web, namespace: " + long + "}\nspec: {ports: [{port: 80}]}",
+			`metadata.namespace: "` + long + `" is longer than 63`},
+		{"metadata: {name: web}\nspec: {ports: [{port: 80, name: a-sixteen-chars1}]}",
+			`spec.ports[0].name: "a-sixteen-chars1" is longer than 15`},
+	} {
+		l := loadString(t, "svc.yaml", "apiVersion: v1\nkind: Service\n"+c.doc+"\n", Kubernetes)
+		if err := l.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n%v\nwant %q", c.doc, err, c.want)
+		}
+	}
+	l := loadString(t, "svc.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: "+long[:63]+"}\nspec: {ports: [{port: 80, name: a-fifteen-char1}]}\n", Kubernetes)
+	if err := l.Err(); err != nil {
+		t.Errorf("names at the limit: %v", err)
+	}
+}
+
 func TestJSONAndList(t *testing.T) {
 	js := `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"n"},"spec":{"clusterIP":"10.0.0.1","ports":[{"port":80,"targetPort":"http"}]}},{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"}}]}`
 	l := loadString(t, "all.json", js, Kubernetes)
@@ -143,10 +167,7 @@ endpoints:
 
 // The course projects' manifests load in the minik8s dialect.
 func TestMiniK8sSeeds(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "seed-systems", "examples")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("no seed manifests beside the project: %v", err)
-	}
+	dir := filepath.Join("..", "testdata", "minik8s")
 	l := &Loader{Dialect: MiniK8s}
 	l.Path(dir, nil)
 	if err := l.Err(); err != nil {

@@ -196,8 +196,12 @@ func (w *walker) integer(parent *tree.Node, path tree.Path, key string, min, max
 		return 0, false
 	}
 	p := path.Key(key)
+	if n.Kind == tree.Scalar && n.Tag == tree.Float {
+		w.errorf(p, "%s is not a whole number", n.Value)
+		return 0, false
+	}
 	if n.Kind != tree.Scalar || n.Tag != tree.Int {
-		w.errorf(p, "expected a number, got %s", tree.Describe(n))
+		w.errorf(p, "expected a whole number, got %s", tree.Describe(n))
 		return 0, false
 	}
 	v, err := strconv.ParseInt(n.Value, 0, 64)

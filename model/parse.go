@@ -91,9 +91,11 @@ const (
 
 // CheckName validates text that ends up in rule comments and chain-name hashes.
 // It returns an error (wrapping ErrUnsafeName) for any character outside letters,
-// digits, '-', '.' and '_', and a warning for names made of those that still break the
-// Kubernetes rule (the course projects' "HelloService"): such a name is safe in a rule
-// but would not pass an API server.
+// digits, '-', '.' and '_', or longer than the rule allows (Kubernetes never holds
+// such a name, and rule comments made of it can pass what the kernel keeps), and a
+// warning for names made of those characters that still break the Kubernetes rule
+// (the course projects' "HelloService"): such a name is safe in a rule but would not
+// pass an API server.
 func CheckName(s string, rule NameRule) (warning string, err error) {
 	if s == "" {
 		return "", errors.New("must not be empty")
@@ -107,11 +109,20 @@ func CheckName(s string, rule NameRule) (warning string, err error) {
 	if len(s) > 253 {
 		return "", fmt.Errorf("%q is longer than 253 characters", s)
 	}
+	if max := maxLen[rule]; max > 0 && len(s) > max {
+		// A longer name reaches rules no cluster has: kube-proxy never sees one, and
+		// the comments it would make can pass what the kernel keeps.
+		return "", fmt.Errorf("%q is longer than %d characters, which Kubernetes does not allow", s, max)
+	}
 	if msg := kubeNameRule(s, rule); msg != "" {
 		return fmt.Sprintf("%q %s", s, msg), nil
 	}
 	return "", nil
 }
+
+// maxLen is the length each rule allows: names of these kinds reach rule comments,
+// chain and set names.
+var maxLen = map[NameRule]int{DNS1035Label: 63, DNS1123Label: 63, IANASvcName: 15}
 
 // CheckNodeName checks a node name (--node, hostnameOverride) as the API server
 // checks a Node's: a DNS-1123 subdomain.
@@ -135,9 +146,6 @@ func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <=
 func kubeNameRule(s string, rule NameRule) string {
 	switch rule {
 	case DNS1035Label, DNS1123Label:
-		if len(s) > 63 {
-			return "is not a valid Kubernetes name: longer than 63 characters"
-		}
 		if !labelChars(s) {
 			return "is not a valid Kubernetes name: use lower-case letters, digits and '-', starting and ending with a letter or digit"
 		}
@@ -151,9 +159,6 @@ func kubeNameRule(s string, rule NameRule) string {
 			}
 		}
 	case IANASvcName:
-		if len(s) > 15 {
-			return "is not a valid port name: longer than 15 characters"
-		}
 		if !labelChars(s) || strings.Contains(s, "--") || !strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz") {
 			return "is not a valid port name: use lower-case letters, digits and single '-', with at least one letter"
 		}

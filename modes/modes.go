@@ -98,6 +98,24 @@ func Lookup(name string) (Mode, error) {
 	return Mode{}, fmt.Errorf("unknown mode %q (want %s)", name, Names())
 }
 
+// Detect names the mode whose rules a ruleset file holds, from its text as
+// trace.DetectFormat tells it: iptables-save output or restore input is iptables
+// mode's, an nft script or listing nftables mode's, and ipvs mode's script (or its
+// ipvsadm and ipset parts) ipvs mode's.
+func Detect(data []byte) (Mode, error) {
+	format, err := trace.DetectFormat(data)
+	if err != nil {
+		return Mode{}, err
+	}
+	switch format {
+	case trace.IPTablesText:
+		return iptablesMode, nil
+	case trace.NFTText:
+		return nftablesMode, nil
+	}
+	return ipvsMode, nil
+}
+
 // Check refuses, before anything is read, the options the mode does not take.
 func (m Mode) Check(o Options, split bool) error {
 	for _, c := range []struct {

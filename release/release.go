@@ -238,8 +238,8 @@ func (r Release) Target(set map[string]bool) (Target, error) {
 }
 
 // String names the release and the gates set away from their defaults, as output
-// headers do: "kube-proxy v1.37" or "kube-proxy v1.37, feature gates
-// KubeProxyNFTablesLocalhostNodePorts=true".
+// headers do: "kube-proxy v1.37" or "kube-proxy v1.37 (feature gates
+// AllowServiceExternalIPs=false)".
 func (t Target) String() string {
 	var changed []string
 	for _, g := range t.Release.Gates {
@@ -249,7 +249,7 @@ func (t Target) String() string {
 	}
 	s := "kube-proxy v" + t.Release.String()
 	if len(changed) > 0 {
-		s += ", feature gates " + strings.Join(changed, ",")
+		s += " (feature gates " + strings.Join(changed, ",") + ")"
 	}
 	return s
 }

@@ -59,7 +59,7 @@ func TestGates(t *testing.T) {
 	if !tg.Layout.NFTLocalhostNodePorts || tg.Layout.ExternalIPs {
 		t.Errorf("gates not applied: %+v", tg.Layout)
 	}
-	if got, want := tg.String(), "kube-proxy v1.37, feature gates AllowServiceExternalIPs=false,KubeProxyNFTablesLocalhostNodePorts=true"; got != want {
+	if got, want := tg.String(), "kube-proxy v1.37 (feature gates AllowServiceExternalIPs=false,KubeProxyNFTablesLocalhostNodePorts=true)"; got != want {
 		t.Errorf("header %q, want %q", got, want)
 	}
 	// A gate the release does not have.

@@ -123,7 +123,7 @@ func (v *View) text(spelling map[[2]string]*Section) []byte {
 // The diff is github.com/rogpeppe/go-internal/diff (the Go toolchain's internal/diff):
 // its anchored algorithm is O(n log n) whatever the change, and on two 10,000-service
 // rulesets it was the one library whose unified diff was correct and compact for small
-// and large changes alike (see README).
+// and large changes alike (see docs/dependencies.md, "The diff library").
 func Unified(oldName string, old *View, newName string, new *View) []byte {
 	newText := new.text(nil)
 	oldText := old.text(new.index())

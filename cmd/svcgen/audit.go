@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/textutil"
-	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
@@ -46,7 +47,7 @@ manifests or the rules cannot be read, 2 for a usage mistake.`,
 	f.register(cmd)
 	fl := cmd.Flags()
 	fl.BoolVar(&f.live, "live", false, "audit the kernel's rules of this network namespace")
-	fl.StringVar(&f.rules, "rules", "", "audit a dump of a node's rules (iptables-save output; - for stdin)")
+	fl.StringVar(&f.rules, "rules", "", "audit a dump of a node's rules: iptables-save or nft list output, or ipvs mode's script; its format chooses the mode unless -m does (- for stdin)")
 	return cmd
 }
 
@@ -57,9 +58,26 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if f.live == (f.rules != "") {
 		return usagef("audit needs one of --live and --rules FILE")
 	}
+	var dump []ruleFile
+	explicit := f.mode != ""
+	if !f.live {
+		if err := stdinOnce(append(f.files, f.rules, f.config)...); err != nil {
+			return err
+		}
+		var err error
+		if dump, err = readRuleFiles(rulesPaths(f.rules), stdin); err != nil {
+			return err
+		}
+		if err := f.modeOfFiles(dump); err != nil {
+			return err
+		}
+	}
 	res, err := f.compileInputs(stdin, stderr, stdinTaken(f.rules == "-"))
 	if err != nil {
 		return err
+	}
+	if c := res.Cluster.Configs; dump != nil && !explicit && len(c) > 0 && c[0].Mode != "" && c[0].Mode != f.mode {
+		return &pipeline.InputError{Err: fmt.Errorf("%s holds %s rules, but the KubeProxyConfiguration says mode %s (give -m to choose)", dump[0].name, f.mode, c[0].Mode)}
 	}
 	mode, err := lookupMode(res.Mode)
 	if err != nil {
@@ -67,35 +85,19 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	}
 	var drift []ruleview.Drift
 	ports := 0
-	var rules []byte
-	var rulesName string
 	for _, sm := range res.Maps {
-		// One backend per family, as kube-proxy runs one proxier per family. A
-		// --rules file of a mode that writes an output per family is PREFIX.v4 and
-		// PREFIX.v6 in a dual-stack run, as compile -o writes them.
+		// One backend per family, as kube-proxy runs one proxier per family.
 		backend := mode.Backend(sm.Family, 0)
 		want, err := backend.Want(sm)
 		if err != nil {
 			return err
 		}
 		var have apply.State
-		switch {
-		case f.live:
+		if f.live {
 			have, err = backend.Read(ctx)
-		default:
-			path := f.rules
-			if len(res.Maps) > 1 && !mode.OneScript() {
-				if path == "-" {
-					return usagef("--rules -: this run has two IP families (%s); give --rules PREFIX (PREFIX.v4 and PREFIX.v6)", ir.FamilyNames(res.Maps))
-				}
-				path += "." + sm.Family.Suffix()
-			}
-			if rules == nil || !mode.OneScript() {
-				if rulesName, rules, err = readInput(path, stdin); err != nil {
-					return &pipeline.InputError{Err: fmt.Errorf("%s: %w", rulesName, err)}
-				}
-			}
-			if have, err = backend.Parse(rulesName, rules); err != nil {
+		} else {
+			have, err = dumpOf(dump, sm.Family).parse(backend)
+			if err != nil {
 				err = &pipeline.InputError{Err: err}
 			}
 		}
@@ -138,4 +140,34 @@ func printDrift(w io.Writer, drift []ruleview.Drift) {
 		}
 	}
 	io.WriteString(w, b.String())
+}
+
+// rulesPaths are the files --rules names: the file itself, or, when there is no such
+// file, PREFIX.v4 and PREFIX.v6 of them that exist (what compile -o PREFIX writes for
+// a dual-stack run in iptables and ipvs modes).
+func rulesPaths(p string) []string {
+	if _, err := os.Stat(p); p == "-" || err == nil {
+		return []string{p}
+	}
+	var out []string
+	for _, fam := range model.Families {
+		if _, err := os.Stat(p + "." + fam.Suffix()); err == nil {
+			out = append(out, p+"."+fam.Suffix())
+		}
+	}
+	if len(out) == 0 {
+		return []string{p}
+	}
+	return out
+}
+
+// dumpOf is the rules file of a family: the PREFIX.v4 or PREFIX.v6 one, else the one
+// file (an nftables file holds both families' tables).
+func dumpOf(files []ruleFile, f model.IPFamily) ruleFile {
+	for _, r := range files {
+		if strings.HasSuffix(r.name, "."+f.Suffix()) {
+			return r
+		}
+	}
+	return files[0]
 }

@@ -165,7 +165,7 @@ partial sync does: every chain of a changed Service flushed and rewritten. --min
 also leaves out the chains whose rules did not change (an endpoint's chain carries its
 address, so one moved endpoint rewrites one endpoint chain and the service chain, not
 all ten). --stages writes a shell script that loads the table in five nft
-transactions: faster for large clusters, but not atomic (see the README).
+transactions: faster for large clusters, but not atomic (see docs/compile.md).
 
 Services without a ClusterIP or NodePort get one, deterministically; --lock keeps the
 choice stable across runs. Services with a selector and no EndpointSlice get endpoints
@@ -174,7 +174,7 @@ from the Pods they select.`,
   svcgen compile -f cluster.yaml -c kube-proxy.yaml --node worker-1 --noflush -o rules.txt
   svcgen compile -f manifests/ --lock svcgen.lock          # stable ClusterIPs and NodePorts
   iptables-save | svcgen compile -f manifests/ --previous - --minimal | iptables-restore --noflush
-  svcgen compile --dialect minik8s -f ../shared/seed-systems/examples/
+  svcgen compile --dialect minik8s -f testdata/minik8s/
   svcgen compile -f examples/ -m ipvs -o node.sh && sudo sh node.sh   # ipvs mode, re-runnable
   svcgen compile -f examples/ -m ipvs --split -o ipvs/ && sudo ipvsadm -R < ipvs/ipvsadm.rules
   svcgen compile -f examples/ -m nftables > rules.nft && nft -f rules.nft

@@ -11,6 +11,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/ruleview"
@@ -29,7 +30,8 @@ func newDiff(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Long: `diff prints the unified diff between two rulesets of one mode (files written by
 compile, or the kernel's dump such as iptables-save; - for stdin), or between the rules
 in the kernel of this network namespace (--live) and a rules file or the rules the
-manifests compile to (-f).
+manifests compile to (-f). The files' format tells their mode (iptables-save or
+restore input, an nft script or listing, ipvs mode's script); -m need not be given.
 
 Rulesets are compared chain by chain in one fixed order, rule by rule by meaning: the
 same rule spelled as iptables-save spells it and as kube-proxy writes it is no
@@ -67,6 +69,13 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	if err := stdinOnce(args...); err != nil {
 		return err
 	}
+	files, err := readRuleFiles(args, stdin)
+	if err != nil {
+		return err
+	}
+	if err := f.modeOfFiles(files); err != nil {
+		return err
+	}
 	var sm *ir.ServiceMap
 	mode, family := compiler.Mode(f.mode), model.IPv4
 	if withInputs {
@@ -98,13 +107,13 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 			newName = "manifests"
 			new, err = backend.Want(sm)
 		} else {
-			newName = args[0]
-			new, err = readState(backend, args[0], stdin)
+			newName = files[0].name
+			new, err = files[0].parse(backend)
 		}
 	default:
-		oldName, newName = args[0], args[1]
-		if old, err = readState(backend, args[0], stdin); err == nil {
-			new, err = readState(backend, args[1], stdin)
+		oldName, newName = files[0].name, files[1].name
+		if old, err = files[0].parse(backend); err == nil {
+			new, err = files[1].parse(backend)
 		}
 	}
 	if err != nil {
@@ -143,11 +152,45 @@ func lookupMode(mode compiler.Mode) (modes.Mode, error) {
 	return m, nil
 }
 
-// readState reads a rules file of the backend's mode ("-" is stdin).
-func readState(b apply.Backend, path string, stdin io.Reader) (apply.State, error) {
-	name, data, err := readInput(path, stdin)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+// ruleFile is a rules file named on the command line, read, and the mode whose rules
+// it holds.
+type ruleFile struct {
+	name string
+	data []byte
+	mode modes.Mode
+}
+
+// readRuleFiles reads rules files ("-" is stdin) and tells each one's mode.
+func readRuleFiles(paths []string, stdin io.Reader) ([]ruleFile, error) {
+	files := make([]ruleFile, len(paths))
+	for i, p := range paths {
+		name, data, err := readInput(p, stdin)
+		if err != nil {
+			return nil, &pipeline.InputError{Err: load.PathError(name, err)}
+		}
+		m, err := modes.Detect(data)
+		if err != nil {
+			return nil, &pipeline.InputError{Err: fmt.Errorf("%s: %w", name, err)}
+		}
+		files[i] = ruleFile{name: name, data: data, mode: m}
 	}
-	return b.Parse(name, data)
+	return files, nil
+}
+
+func (r ruleFile) parse(b apply.Backend) (apply.State, error) { return b.Parse(r.name, r.data) }
+
+// modeOfFiles takes the mode from the rules files when -m does not name one, and
+// refuses files of different modes, or of another mode than -m names.
+func (f *inputFlags) modeOfFiles(files []ruleFile) error {
+	for _, r := range files {
+		switch {
+		case f.mode == "":
+			f.mode = r.mode.Name
+		case f.mode != r.mode.Name && f.mode == files[0].mode.Name:
+			return &pipeline.InputError{Err: fmt.Errorf("%s holds %s rules and %s %s rules: they cannot be compared", files[0].name, files[0].mode.Name, r.name, r.mode.Name)}
+		case f.mode != r.mode.Name:
+			return usagef("--mode %s, but %s holds %s rules", f.mode, r.name, r.mode.Name)
+		}
+	}
+	return nil
 }

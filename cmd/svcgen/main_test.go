@@ -24,10 +24,11 @@ func TestMain(m *testing.M) {
 }
 
 // TestScripts runs the command-line cases in testdata/*.txtar. $EXAMPLES is the
-// repository's examples folder and $SEEDS the course-project manifests beside it.
+// repository's examples folder and $SEEDS the course-project manifests of
+// testdata/minik8s.
 func TestScripts(t *testing.T) {
 	examples, _ := filepath.Abs("../../examples")
-	seeds, _ := filepath.Abs("../../../shared/seed-systems/examples")
+	seeds, _ := filepath.Abs("../../testdata/minik8s")
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
@@ -35,15 +36,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("SEEDS", seeds)
 			return nil
 		},
-		// [seeds]: the course-project manifests are beside the repository.
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){"exits": exits},
-		Condition: func(cond string) (bool, error) {
-			if cond != "seeds" {
-				return false, fmt.Errorf("unknown condition %q", cond)
-			}
-			_, err := os.Stat(seeds)
-			return err == nil, nil
-		},
 	})
 }
 

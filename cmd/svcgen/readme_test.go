@@ -3,16 +3,24 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/diff"
 )
 
-// The README shows real output: every "```text" block that starts with "$ svcgen ..."
-// must be what that command prints today.
+// The README and docs/ show real output: every "```text" block that starts with
+// "$ svcgen ..." must be what that command prints today.
 func TestREADMEOutput(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
+	docs, _ := filepath.Glob("../../docs/*.md")
+	for _, path := range append([]string{"../../README.md"}, docs...) {
+		t.Run(filepath.Base(path), func(t *testing.T) { checkOutputBlocks(t, path) })
+	}
+}
+
+func checkOutputBlocks(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +44,11 @@ func TestREADMEOutput(t *testing.T) {
 			continue
 		}
 		if stdout.String() != want {
-			t.Errorf("README.md shows other output for %s than it prints:\n%s", cmdLine,
-				diff.Diff("README.md", []byte(want), "svcgen", stdout.Bytes()))
+			t.Errorf("%s shows other output for %s than it prints:\n%s", path, cmdLine,
+				diff.Diff(path, []byte(want), "svcgen", stdout.Bytes()))
 		}
 	}
-	if blocks == 0 {
+	if blocks == 0 && strings.HasSuffix(path, "README.md") {
 		t.Error("README.md shows no command output")
 	}
 }

@@ -107,12 +107,17 @@ func (c *Probabilities) Get(n int) string {
 	return (*c)[n]
 }
 
+// ChainCanary is the empty chain kube-proxy's iptables monitor (pkg/util/iptables
+// Monitor) makes in mangle, nat and filter to notice that the tables were flushed; it
+// holds no rule and nothing jumps to it.
+const ChainCanary = "KUBE-PROXY-CANARY"
+
 // kubeProxyChains are the fixed chains kube-proxy makes in any mode (iptables and ipvs,
 // this version and older ones), in any table: what cleanup removes, with every
 // per-service chain (cleanupPrefixes).
 var kubeProxyChains = []string{
 	ChainServices, ChainExternalServices, ChainForward, ChainNodePorts, ChainProxyFirewall,
-	ChainPostrouting, ChainMarkMasq, "KUBE-PROXY-CANARY",
+	ChainPostrouting, ChainMarkMasq, ChainCanary,
 	// ipvs mode
 	"KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-SOURCE-RANGES-FIREWALL",
 	"KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER",

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/svcgen/svcgen/ruleview"
 )
 
 const sample = `*filter
@@ -133,4 +135,29 @@ func mustWords(t *testing.T, s string) []string {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// kube-proxy's flush monitor makes an empty KUBE-PROXY-CANARY in mangle, nat and
+// filter of every node it runs on; the views diff and audit compare leave it out, so a
+// node kube-proxy programmed is in step with the same rules without it. A canary that
+// holds rules is not kube-proxy's, and shows.
+func TestCanaryIsNoRule(t *testing.T) {
+	const rules = "*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -d 10.0.0.1/32 -j RETURN\nCOMMIT\n"
+	const canaries = "*mangle\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n*nat\n:KUBE-PROXY-CANARY - [0:0]\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -d 10.0.0.1/32 -j RETURN\nCOMMIT\n*filter\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
+	view := func(text string, scope Scope) *ruleview.View {
+		rs, err := ParseBytes("t", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs.View(nil, scope)
+	}
+	for _, scope := range []Scope{Everything, KubeProxyOnly} {
+		if d := ruleview.Unified("rules", view(rules, scope), "node", view(canaries, scope)); d != nil {
+			t.Errorf("scope %v: the canaries differ:\n%s", scope, d)
+		}
+	}
+	used := strings.Replace(canaries, "*filter\n:KUBE-PROXY-CANARY - [0:0]\n", "*filter\n:KUBE-PROXY-CANARY - [0:0]\n-A KUBE-PROXY-CANARY -j DROP\n", 1)
+	if d := ruleview.Unified("rules", view(rules, Everything), "node", view(used, Everything)); d == nil {
+		t.Error("a canary holding a rule was left out")
+	}
 }

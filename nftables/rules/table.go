@@ -232,7 +232,7 @@ func (c chainRef) isBase() bool { return c.fixed != nil && c.fixed.Obj.Hook != n
 // Each stage refers only to objects of earlier stages, rules keep their order in
 // their chain, and no packet meets the table before the last stage. Rules with
 // anonymous sets are apart because nft 1.0.6 loads a transaction that mixes many of
-// them with many other rules several times slower than the two apart (see README).
+// them with many other rules several times slower than the two apart (see docs/compile.md, "nftables mode").
 func (t *Table) Stages() []func(w *syntax.Writer) {
 	return []func(w *syntax.Writer){
 		func(w *syntax.Writer) {

@@ -39,7 +39,7 @@ import (
 // is nftables/plan's.)
 type Options struct {
 	// Stages writes the table as a shell script of five nft transactions (see
-	// Table.Stages). A large table loads faster so (see README), but the load is not
+	// Table.Stages). A large table loads faster so (see docs/compile.md, "nftables mode"), but the load is not
 	// atomic: from the first transaction, which deletes an older table, to the last,
 	// which hooks the new one in, Service traffic is not translated.
 	Stages bool

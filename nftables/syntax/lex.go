@@ -112,7 +112,8 @@ func ruleRefs(rule string, f func(kind RefKind, name string)) {
 }
 
 // Canonical is a rule's text with what nft's listing may change about it undone: its
-// words single spaced, an anonymous set's entries sorted and joined by ",", and a
+// words single spaced, an anonymous set's entries sorted and joined by ",", a set of
+// addresses merged as the kernel merges an interval set (see mergeAddresses), and a
 // one-entry anonymous set written without braces ("ip daddr { 10.0.0.0/8 }" lists as
 // "ip daddr 10.0.0.0/8"). Two rules with the same canonical text do the same: it is
 // the key diff and audit compare rules by, and what a sync compares when the text
@@ -132,6 +133,9 @@ func Canonical(rule string) string {
 			continue
 		}
 		entries, end := group(toks, i+1)
+		if merged, ok := mergeAddresses(entries); ok {
+			entries = merged
+		}
 		slices.Sort(entries)
 		body := strings.Join(entries, ",")
 		if len(entries) == 1 && !strings.Contains(body, " ") {

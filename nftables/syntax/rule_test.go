@@ -174,6 +174,14 @@ func TestCanonical(t *testing.T) {
 		"masquerade|masquerade fully-random":                                                                        false,
 		"ip daddr 10.0.0.1 drop|ip daddr 10.0.0.2 drop":                                                             false,
 		"reject|reject with tcp reset":                                                                              false,
+		// The kernel merges an interval set: a LoadBalancer's VIP inside its source range.
+		"ip saddr != { 203.0.113.0/24 , 203.0.113.10 } drop|ip saddr != 203.0.113.0/24 drop": true,
+		"ip saddr != { 10.0.0.0/25 , 10.0.0.128/25 } drop|ip saddr != 10.0.0.0/24 drop":      true,
+		"ip saddr != { 10.0.0.0/25 , 10.0.1.0/25 } drop|ip saddr != 10.0.0.0/24 drop":        false,
+		"ip saddr { 10.0.0.1 , 10.0.0.2 , 10.0.0.3 } drop|ip saddr 10.0.0.1-10.0.0.3 drop":   true,
+		"ip6 saddr != { 2001:db8::/64 , 2001:db8::5 } drop|ip6 saddr != 2001:db8::/64 drop":  true,
+		"tcp dport { 80 , 81 } drop|tcp dport { 81 , 80 } drop":                              true,
+		"ip saddr { 10.0.0.0/8 , 192.0.2.1 } drop|ip saddr { 10.0.0.0/8 , 192.0.2.2 } drop":  false,
 	}
 	for pair, want := range same {
 		a, b, _ := strings.Cut(pair, "|")

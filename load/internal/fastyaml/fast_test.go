@@ -76,7 +76,7 @@ func TestFastReaderMatchesYAML(t *testing.T) {
 // trees): otherwise large inputs of the same shape would fall back to yaml.v3.
 func TestFastReaderTakesRepositoryManifests(t *testing.T) {
 	var files []string
-	for _, dir := range []string{"../../../examples", "../../../golden", "../../../../shared/seed-systems/examples"} {
+	for _, dir := range []string{"../../../examples", "../../../golden", "../../../testdata/minik8s"} {
 		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".json")) {
 				files = append(files, p)
