@@ -186,7 +186,7 @@ export PATH=/bin:/sbin
 ` + strings.Join(loads, "\n") + `
 ip link set lo up
 echo "svcgen-guest: start"
-` + guestEnv + `=1 /guest.test -test.v -test.run '^TestGuest' -test.timeout 240s > /tmp/out 2>&1
+` + guestEnv + `=1 /guest.test -test.v -test.run '^TestGuest' -test.timeout 540s > /tmp/out 2>&1
 echo "svcgen-guest: exit=$?"
 cat /tmp/out
 echo "svcgen-guest: end"
@@ -308,7 +308,7 @@ func pack(t *testing.T, root, out, busybox string) {
 // serial console.
 func boot(t *testing.T, qemu, kernel, initrd string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, qemu, "-m", "1024", "-smp", "1", "-nographic", "-no-reboot",
 		"-accel", "tcg", "-kernel", kernel, "-initrd", initrd,
