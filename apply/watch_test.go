@@ -42,7 +42,7 @@ func watchOver(t *testing.T, dir string, settle, interval time.Duration) (*Watch
 			if err != nil || up == nil {
 				return current, nil, err
 			}
-			current = up.Map
+			current = up.Maps[0]
 			return current, nil, nil
 		}),
 	}

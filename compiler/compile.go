@@ -29,9 +29,9 @@ type Options struct {
 	// hostnameOverride, else the only Node in the input.
 	Node string
 	Mode Mode
-	// Family overrides the NodeEnvironment's IP family (one compile per family on a
-	// dual-stack node).
-	Family model.IPFamily
+	// Families are the IP families asked for (--ip-family), over the
+	// NodeEnvironment's; nil: see Families.
+	Families []model.IPFamily
 	// Release is the kube-proxy release to write for; the zero Release: the one the
 	// Nodes' kubelets run, else the newest (see pickTarget).
 	Release release.Release
@@ -39,33 +39,86 @@ type Options struct {
 	Gates map[string]bool
 }
 
-// Compile builds the service map of one node from a resolved cluster.
-func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
-	var errs model.Problems
-	cfg := &model.Config{}
+// run is what every family of one compile shares: the node, its environment, the
+// configuration and the release.
+type run struct {
+	cfg      *model.Config
+	nodeName string
+	node     *model.Node
+	env      *model.NodeEnvironment
+	target   release.Target
+	families []model.IPFamily
+}
+
+func newRun(c *model.Cluster, opts Options) (*run, error) {
+	r := &run{cfg: &model.Config{}}
 	if len(c.Configs) > 0 {
-		cfg = c.Configs[0]
+		r.cfg = c.Configs[0]
 	}
-	nodeName, node, err := pickNode(c, cfg, opts.Node)
+	var err error
+	if r.nodeName, r.node, err = pickNode(c, r.cfg, opts.Node); err != nil {
+		return nil, err
+	}
+	r.env = pickEnvironment(c, r.nodeName)
+	if r.families, err = families(c, r.node, r.env, opts.Families); err != nil {
+		return nil, err
+	}
+	if r.target, err = pickTarget(c, r.cfg, opts); err != nil {
+		return nil, err
+	}
+	if opts.Mode == IPVS && !r.target.Layout.IPVS {
+		return nil, &GateError{Err: fmt.Errorf("mode ipvs: kube-proxy %s with KubeProxyIPVS=false has no ipvs mode (want iptables or nftables)", r.target.Release)}
+	}
+	return r, nil
+}
+
+// Families are the IP families a compile of the resolved cluster writes, in
+// model.Families' order; see families.
+func Families(c *model.Cluster, opts Options) ([]model.IPFamily, error) {
+	r, err := newRun(c, opts)
 	if err != nil {
 		return nil, err
 	}
-	env := pickEnvironment(c, nodeName)
-	family := env.IPFamily
-	if opts.Family != "" {
-		family = opts.Family
-	}
-	target, err := pickTarget(c, cfg, opts)
+	return r.families, nil
+}
+
+// Compile builds the service map of one node for the first of its run's families
+// (the only one of a single-family run; see CompileAll).
+func Compile(c *model.Cluster, opts Options) (*ir.ServiceMap, error) {
+	r, err := newRun(c, opts)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Mode == IPVS && !target.Layout.IPVS {
-		return nil, &GateError{Err: fmt.Errorf("mode ipvs: kube-proxy %s with KubeProxyIPVS=false has no ipvs mode (want iptables or nftables)", target.Release)}
+	return r.compile(c, opts.Mode, r.families[0])
+}
+
+// CompileAll builds the service map of one node for each family of the run (see
+// families), in model.Families' order: kube-proxy's dual-stack proxier runs one
+// proxier per family, and each map is what one of them programs.
+func CompileAll(c *model.Cluster, opts Options) ([]*ir.ServiceMap, error) {
+	r, err := newRun(c, opts)
+	if err != nil {
+		return nil, err
 	}
-	sm := &ir.ServiceMap{Family: family, Target: target}
-	sm.Node = nodeInfo(nodeName, node, env, cfg, family)
-	applyConfig(sm, cfg, node, opts.Mode, &errs)
-	sm.Host = ir.Host{RandomFully: env.RandomFully || target.Layout.RandomFullyAlways, NFAcct: env.NFAcct, TCPBeLiberal: env.TCPBeLiberal}
+	out := make([]*ir.ServiceMap, 0, len(r.families))
+	for _, f := range r.families {
+		sm, err := r.compile(c, opts.Mode, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sm)
+	}
+	return out, nil
+}
+
+// compile builds the service map of one family.
+func (r *run) compile(c *model.Cluster, mode Mode, family model.IPFamily) (*ir.ServiceMap, error) {
+	var errs model.Problems
+	sm := &ir.ServiceMap{Family: family, Target: r.target}
+	sm.Node = nodeInfo(r.nodeName, r.node, r.env, r.cfg, family)
+	applyConfig(sm, r.cfg, r.node, mode, &errs)
+	env := r.env
+	sm.Host = ir.Host{RandomFully: env.RandomFully || r.target.Layout.RandomFullyAlways, NFAcct: env.NFAcct, TCPBeLiberal: env.TCPBeLiberal}
 	for _, sc := range c.ServiceCIDRs {
 		for _, p := range sc.CIDRs {
 			if model.FamilyOf(p.Addr()) == family {
@@ -143,7 +196,7 @@ func pickEnvironment(c *model.Cluster, node string) *model.NodeEnvironment {
 	if len(c.Environments) == 1 && node == "" {
 		return c.Environments[0]
 	}
-	return &model.NodeEnvironment{IPFamily: model.IPv4, RandomFully: true, NFAcct: true}
+	return &model.NodeEnvironment{RandomFully: true, NFAcct: true}
 }
 
 // nodeInfo collects the node's identity and addresses of one family.

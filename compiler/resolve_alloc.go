@@ -67,14 +67,18 @@ func (r *resolver) allocateClusterIPs() {
 		if s.Type == model.TypeExternalName || s.Headless {
 			continue
 		}
-		if r.reuseLockedIPs(i, used) {
+		if s.IPFamilyPolicy == model.RequireDualStack && len(pools) < 2 {
+			r.errs.Add(s.Origin, "spec.ipFamilyPolicy", "RequireDualStack, and the cluster has service CIDRs of %s only (%s); give the other family one (a ServiceCIDR, or --service-cidr)",
+				model.FamilyOf(cidrs[0].Addr()), joinPrefixes(cidrs))
 			continue
 		}
-		pending = append(pending, i)
+		if r.reuseLockedIPs(i, used, pools) {
+			pending = append(pending, i)
+		}
 	}
 	defaultFamily := model.FamilyOf(cidrs[0].Addr())
 	for _, i := range pending {
-		for _, f := range wantedFamilies(r.out.Services[i], defaultFamily) {
+		for _, f := range wantedFamilies(r.out.Services[i], defaultFamily, pools) {
 			if hasFamily(r.out.Services[i].ClusterIPs, f) {
 				continue
 			}
@@ -100,28 +104,30 @@ func (r *resolver) allocateIn(i int, f model.IPFamily, pools []*ipPool, used map
 	r.errs.Add(s.Origin, "spec.clusterIP", "no free %s address left in the service CIDRs", f)
 }
 
-// reuseLockedIPs applies the lock's addresses when the Service has none of its own and
-// nobody else holds them.
-func (r *resolver) reuseLockedIPs(i int, used map[netip.Addr]string) bool {
+// reuseLockedIPs gives a Service that has no ClusterIP of its own the lock's
+// addresses, when nobody else holds them. The allocation after it adds a family the
+// Service now wants and the lock lacks (a PreferDualStack Service in a cluster that
+// gained a second family's ServiceCIDR). False: the lock's entry is wrong (reported).
+func (r *resolver) reuseLockedIPs(i int, used map[netip.Addr]string, pools map[model.IPFamily][]*ipPool) bool {
 	s := r.out.Services[i]
 	if len(s.ClusterIPs) > 0 || r.opts.Lock == nil {
-		return len(s.ClusterIPs) > 0
+		return true
 	}
 	locked := r.opts.Lock.Services[s.Key()].ClusterIPs
 	if len(locked) == 0 {
-		return false
+		return true
 	}
-	wanted := wantedFamilies(s, model.FamilyOf(locked[0]))
+	wanted := wantedFamilies(s, model.FamilyOf(locked[0]), pools)
 	for i, a := range locked {
 		if f := model.FamilyOf(a); !slices.Contains(wanted, f) {
 			r.errs.Add(model.Origin{File: r.opts.Lock.Name}, fmt.Sprintf("services[%q].clusterIPs[%d]", s.Key(), i),
 				"%s is an %s address, and Service %s asks for %s (edit or delete the entry)", a, f, s.Key(), joinFamilies(wanted))
-			return true
+			return false
 		}
 	}
 	for _, a := range locked {
 		if _, taken := used[a]; taken {
-			return false
+			return true
 		}
 	}
 	for _, a := range locked {
@@ -132,14 +138,31 @@ func (r *resolver) reuseLockedIPs(i int, used map[netip.Addr]string) bool {
 	return true
 }
 
-func wantedFamilies(s *model.Service, def model.IPFamily) []model.IPFamily {
-	if len(s.IPFamilies) > 0 {
-		return s.IPFamilies
+// wantedFamilies are the families a Service has ClusterIPs of, as the API server
+// settles them (registry/core/service/storage initIPFamilyFields): spec.ipFamilies,
+// then the families of spec.clusterIPs, else the cluster's default family (def: the
+// first service CIDR's); a PreferDualStack or RequireDualStack Service of one family
+// gets the other too when the cluster has a service CIDR of it.
+func wantedFamilies(s *model.Service, def model.IPFamily, pools map[model.IPFamily][]*ipPool) []model.IPFamily {
+	fs := slices.Clone(s.IPFamilies)
+	for i, a := range s.ClusterIPs {
+		if i >= len(fs) {
+			fs = append(fs, model.FamilyOf(a))
+		}
 	}
-	if len(s.ClusterIPs) > 0 {
-		return []model.IPFamily{model.FamilyOf(s.ClusterIPs[0])}
+	if len(fs) == 0 {
+		fs = []model.IPFamily{def}
 	}
-	return []model.IPFamily{def}
+	if len(fs) == 1 && (s.IPFamilyPolicy == model.PreferDualStack || s.IPFamilyPolicy == model.RequireDualStack) {
+		other := model.IPv6
+		if fs[0] == model.IPv6 {
+			other = model.IPv4
+		}
+		if len(pools[other]) > 0 {
+			fs = append(fs, other)
+		}
+	}
+	return fs
 }
 
 func hasFamily(ips []netip.Addr, f model.IPFamily) bool {

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -25,7 +26,7 @@ type Session struct {
 
 	in       model.Cluster // the inputs as loaded
 	resolved *Resolved
-	sm       *ir.ServiceMap
+	fams     []*familyState // one per family of the run, in CompileAll's order
 
 	// Indexes into in, kept up to date by endpoint-only updates.
 	services  map[string]*model.Service         // resolved Services by key
@@ -34,15 +35,21 @@ type Session struct {
 	pods      map[string][]*model.Pod           // by namespace, sorted by name
 	objects   map[string]bool                   // "Kind namespace/name" of slices, Endpoints, Pods
 	nodes     map[string]*model.Node
-	counts    map[string]int // endpoints per Service, for large-cluster mode
-	total     int
+}
+
+// familyState is one family's service map and its endpoint counts.
+type familyState struct {
+	sm     *ir.ServiceMap
+	counts map[string]int // endpoints per Service, for large-cluster mode
+	total  int
 }
 
 // Update is the outcome of one change.
 type Update struct {
-	Map *ir.ServiceMap
+	// Maps are the service maps of the run's families, as CompileAll returns them.
+	Maps []*ir.ServiceMap
 	// Changed lists the Services ("namespace/name") whose rules may differ from the
-	// previous map's, sorted; every other Service is the same *ir.Service as before.
+	// previous maps', sorted; every other Service is the same *ir.Service as before.
 	// Nil when All is set.
 	Changed []string
 	// All: everything was compiled again; any rule may differ.
@@ -70,8 +77,14 @@ func NewSession(c *model.Cluster, ropts ResolveOptions, opts Options) (*Session,
 	return s, up, nil
 }
 
-// Map is the current service map.
-func (s *Session) Map() *ir.ServiceMap { return s.sm }
+// Maps are the current service maps, one per family of the run.
+func (s *Session) Maps() []*ir.ServiceMap {
+	out := make([]*ir.ServiceMap, len(s.fams))
+	for i, f := range s.fams {
+		out[i] = f.sm
+	}
+	return out
+}
 
 // Resolved is the cluster as last resolved in full (its Lock included).
 func (s *Session) Resolved() *Resolved { return s.resolved }
@@ -106,13 +119,21 @@ func (s *Session) full() (*Update, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm, err := Compile(res.Cluster, s.opts)
+	maps, err := CompileAll(res.Cluster, s.opts)
 	if err != nil {
 		return nil, err
 	}
-	s.resolved, s.sm = res, sm
+	if s.fams != nil && ir.FamilyNames(maps) != ir.FamilyNames(s.Maps()) {
+		// kube-proxy picks its proxiers once, at start; so does a Session (apply
+		// --watch opened its kernel backends per family).
+		return nil, fmt.Errorf("the inputs now give IP families %s, and this run started with %s: restart it (or pin the families with --ip-family)", ir.FamilyNames(maps), ir.FamilyNames(s.Maps()))
+	}
+	s.resolved, s.fams = res, make([]*familyState, len(maps))
+	for i, sm := range maps {
+		s.fams[i] = &familyState{sm: sm}
+	}
 	s.index()
-	return &Update{Map: sm, All: true, Warnings: res.Warnings}, nil
+	return &Update{Maps: maps, All: true, Warnings: res.Warnings}, nil
 }
 
 func (s *Session) index() {
@@ -139,11 +160,13 @@ func (s *Session) index() {
 		sortPods(list)
 	}
 	s.nodes = nodesByName(s.in.Nodes)
-	s.counts, s.total = map[string]int{}, 0
-	for _, svc := range s.sm.Services {
-		n := endpointCount(svc)
-		s.counts[svc.Key()] = n
-		s.total += n
+	for _, f := range s.fams {
+		f.counts, f.total = map[string]int{}, 0
+		for _, svc := range f.sm.Services {
+			n := endpointCount(svc)
+			f.counts[svc.Key()] = n
+			f.total += n
+		}
 	}
 }
 
@@ -186,25 +209,28 @@ func (s *Session) endpointsOnly(removed, added *model.Cluster) *Update {
 		}
 	}
 	s.reindex(removed, added)
-	sm := *s.sm
-	sm.Services = slices.Clone(s.sm.Services)
 	var changed []string
 	for key := range touched {
-		svc := s.services[key]
-		if svc == nil {
-			continue // endpoints of a Service that does not exist
+		if s.services[key] != nil { // else endpoints of a Service that does not exist
+			changed = append(changed, key)
 		}
-		changed = append(changed, key)
-		s.recompile(&sm, svc)
 	}
 	sort.Strings(changed)
-	sm.LargeCluster = s.total > ir.LargeClusterThreshold
-	if sm.LargeCluster != s.sm.LargeCluster {
-		s.sm = &sm
-		return &Update{Map: &sm, All: true}
+	up := &Update{Changed: changed}
+	for _, f := range s.fams {
+		sm := *f.sm
+		sm.Services = slices.Clone(f.sm.Services)
+		for _, key := range changed {
+			s.recompile(f, &sm, s.services[key])
+		}
+		sm.LargeCluster = f.total > ir.LargeClusterThreshold
+		if sm.LargeCluster != f.sm.LargeCluster {
+			up.All, up.Changed = true, nil
+		}
+		f.sm = &sm
+		up.Maps = append(up.Maps, &sm)
 	}
-	s.sm = &sm
-	return &Update{Map: &sm, Changed: changed}
+	return up
 }
 
 // reindex takes the removed objects out of the indexes and puts the added ones in.
@@ -238,7 +264,7 @@ func (s *Session) reindex(removed, added *model.Cluster) {
 
 // recompile builds one Service again, as Resolve's endpoint step and Compile would,
 // and puts it into sm in place of the old one.
-func (s *Session) recompile(sm *ir.ServiceMap, svc *model.Service) {
+func (s *Session) recompile(f *familyState, sm *ir.ServiceMap, svc *model.Service) {
 	key := svc.Key()
 	list := slices.Clone(s.slices[key])
 	sort.SliceStable(list, func(i, j int) bool { return list[i].Name < list[j].Name })
@@ -263,11 +289,11 @@ func (s *Session) recompile(sm *ir.ServiceMap, svc *model.Service) {
 	case fresh != nil:
 		sm.Services = slices.Insert(sm.Services, i, fresh)
 	}
-	s.total -= s.counts[key]
-	s.counts[key] = 0
+	f.total -= f.counts[key]
+	f.counts[key] = 0
 	if fresh != nil {
-		s.counts[key] = endpointCount(fresh)
-		s.total += s.counts[key]
+		f.counts[key] = endpointCount(fresh)
+		f.total += f.counts[key]
 	}
 }
 

@@ -116,7 +116,13 @@ var releaseHeader = regexp.MustCompile(`\A# kube-proxy v1\.\d+ [^\n]*\n`)
 // --split writes into out) and returns the rules and a hash of them without the
 // header that names the release.
 func (m *modeRun) compile(out string) (rules []byte, sum [sha256.Size]byte, err error) {
-	args := append([]string{"compile", "-m", m.mode, "--node", m.node, "--kube-proxy-version", m.rel.table.String()},
+	// The oracle runs kube-proxy's single-stack proxier of the case's family; svcgen
+	// writes that family alone (a dual-stack input would give both).
+	family := "ipv4"
+	if m.env.Family == "IPv6" {
+		family = "ipv6"
+	}
+	args := append([]string{"compile", "-m", m.mode, "--node", m.node, "--kube-proxy-version", m.rel.table.String(), "--ip-family", family},
 		m.h.inputArgs(m.c, m.dir)...)
 	if m.mode == "ipvs" {
 		args = append(args, "--split", "-o", out)

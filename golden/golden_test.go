@@ -131,6 +131,10 @@ func TestGolden(t *testing.T) {
 }
 
 func runCase(t *testing.T, c goldenCase) {
+	if len(compileCase(t, c, false).Maps) > 1 {
+		runDualCase(t, c)
+		return
+	}
 	if c.has("nftables") {
 		t.Run("nftables", func(t *testing.T) { runNFTCase(t, c) })
 	}

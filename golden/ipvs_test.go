@@ -28,6 +28,9 @@ func TestGoldenIPVS(t *testing.T) {
 		}
 		t.Run(c.name(), func(t *testing.T) {
 			res := compileCase(t, c, false)
+			if len(res.Maps) > 1 {
+				t.Skip("a dual-stack case: TestGolden checks its ipvs outputs (runDualCase)")
+			}
 			state := ipvsrules.Build(res.Map)
 			got := ipvsScript(t, res, state)
 			testkit.CompareGolden(t, c.file("ipvs.sh"), got, *update)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/verify"
 )
 
@@ -19,7 +20,7 @@ func runVerify(t *testing.T, res *pipeline.Result) {
 		if err != nil {
 			t.Fatalf("compiling for %s: %v", m, err)
 		}
-		mr, err := verify.CheckMode(m, sm, res.Resolved.Cluster)
+		mr, err := verifyMode(m, sm, res)
 		if err != nil {
 			t.Fatalf("verify %s: %v", m, err)
 		}
@@ -32,4 +33,8 @@ func runVerify(t *testing.T, res *pipeline.Result) {
 			t.Errorf("verify %s: %d of %d probes disagree:\n%s", m, len(mr.Disagreements), mr.Probes, b.String())
 		}
 	}
+}
+
+func verifyMode(m compiler.Mode, sm *ir.ServiceMap, res *pipeline.Result) (*verify.ModeReport, error) {
+	return verify.CheckMode(m, sm, res.Resolved.Cluster)
 }

@@ -325,3 +325,21 @@ func (e Endpoint) AppendTo(b []byte) []byte {
 	}
 	return strconv.AppendUint(append(b, ':'), uint64(e.Port), 10)
 }
+
+// FamiliesOf are the families of a run's service maps (one map per family).
+func FamiliesOf(maps []*ServiceMap) []model.IPFamily {
+	out := make([]model.IPFamily, len(maps))
+	for i, sm := range maps {
+		out[i] = sm.Family
+	}
+	return out
+}
+
+// FamilyNames names the families of a run's service maps: "IPv4 and IPv6".
+func FamilyNames(maps []*ServiceMap) string {
+	names := make([]string, len(maps))
+	for i, sm := range maps {
+		names[i] = string(sm.Family)
+	}
+	return strings.Join(names, " and ")
+}

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/svcgen/svcgen/load/internal/tree"
@@ -241,12 +242,13 @@ func (l *Loader) environment(w *walker, n *tree.Node) {
 	e := &model.NodeEnvironment{Origin: w.origin, RandomFully: true, NFAcct: true}
 	_, e.Node, _ = w.metadata(n, false, model.DNS1123Subdomain)
 	switch f := w.str(n, "ipFamily"); f {
-	case "", "IPv4":
-		e.IPFamily = model.IPv4
-	case "IPv6":
-		e.IPFamily = model.IPv6
+	case "":
+	case "IPv4", "IPv6":
+		e.IPFamilies = []model.IPFamily{model.IPFamily(f)}
+	case "DualStack":
+		e.IPFamilies = slices.Clone(model.Families)
 	default:
-		w.errorf(tree.At("ipFamily"), "unknown IP family %q (want IPv4 or IPv6)", f)
+		w.errorf(tree.At("ipFamily"), "unknown IP family %q (want IPv4, IPv6 or DualStack)", f)
 	}
 	ipt := w.mapping(n, tree.Path{}, "iptables")
 	if v, ok := w.boolean(ipt, tree.At("iptables"), "randomFully"); ok {

@@ -105,6 +105,26 @@ func (w *walker) clusterIPs(s *model.Service, spec *tree.Node) {
 			w.errorf(tree.At("spec.ipFamilies").Index(i), "unknown IP family %q (want IPv4 or IPv6)", f)
 		}
 	}
+	if len(s.IPFamilies) > 2 {
+		w.errorf(tree.At("spec.ipFamilies"), "at most two families (IPv4 and IPv6)")
+	}
+	if len(s.IPFamilies) == 2 && s.IPFamilies[0] == s.IPFamilies[1] {
+		w.errorf(tree.At("spec.ipFamilies"), "%s twice; dual-stack Services have one IPv4 and one IPv6 family", s.IPFamilies[0])
+	}
+	for i, a := range s.ClusterIPs {
+		if i < len(s.IPFamilies) && model.FamilyOf(a) != s.IPFamilies[i] {
+			w.errorf(tree.At("spec.clusterIPs").Index(i), "%s is not an %s address (spec.ipFamilies[%d])", a, s.IPFamilies[i], i)
+		}
+	}
+	switch p := model.IPFamilyPolicy(w.strAt(spec, tree.At("spec"), "ipFamilyPolicy")); p {
+	case "", model.SingleStack, model.PreferDualStack, model.RequireDualStack:
+		s.IPFamilyPolicy = p
+	default:
+		w.errorf(tree.At("spec.ipFamilyPolicy"), "unknown IP family policy %q (want SingleStack, PreferDualStack or RequireDualStack)", string(p))
+	}
+	if s.IPFamilyPolicy == model.SingleStack && (len(s.ClusterIPs) == 2 || len(s.IPFamilies) == 2) {
+		w.errorf(tree.At("spec.ipFamilyPolicy"), "SingleStack with two families; a dual-stack Service is PreferDualStack or RequireDualStack")
+	}
 }
 
 func (w *walker) selector(s *model.Service, spec *tree.Node) {

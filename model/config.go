@@ -64,14 +64,17 @@ type Interface struct {
 }
 
 // NodeEnvironment (svcgen/v1alpha1) is what kube-proxy would probe on the node at run
-// time: the IP family of this compile, what the iptables binary and kernel support, and
+// time: the IP families it programs, what the iptables binary and kernel support, and
 // the node's interface addresses (for nodePortAddresses). The defaults are what
 // kube-proxy finds on a current stock kernel and iptables: --random-fully and the
 // nfnetlink_acct counters supported, nf_conntrack_tcp_be_liberal off.
 type NodeEnvironment struct {
 	Origin
-	Node         string
-	IPFamily     IPFamily
+	Node string
+	// IPFamilies are the families kube-proxy programs on the node (ipFamily: IPv4,
+	// IPv6 or DualStack); nil when the document does not say (compile then takes
+	// the families of the input: see compiler.Families).
+	IPFamilies   []IPFamily
 	RandomFully  bool // default true
 	NFAcct       bool // default true
 	TCPBeLiberal bool

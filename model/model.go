@@ -44,6 +44,33 @@ const (
 	IPv6 IPFamily = "IPv6"
 )
 
+// Families are both IP families in svcgen's fixed order: a dual-stack run writes,
+// applies and reports IPv4 first. (kube-proxy's primary family matters for which
+// node IP it logs and which family's nodePortAddresses it warns about, never for
+// what either proxier programs.)
+var Families = []IPFamily{IPv4, IPv6}
+
+// Suffix is the family's short name in file names: "v4" or "v6" (compile -o
+// PREFIX writes PREFIX.v4 and PREFIX.v6 for a dual-stack run).
+func (f IPFamily) Suffix() string {
+	if f == IPv6 {
+		return "v6"
+	}
+	return "v4"
+}
+
+// IPFamilyPolicy is spec.ipFamilyPolicy of a Service; empty when unset (the API
+// server's default: SingleStack, or RequireDualStack for a headless Service without
+// a selector).
+type IPFamilyPolicy string
+
+// The Service IP family policies.
+const (
+	SingleStack      IPFamilyPolicy = "SingleStack"
+	PreferDualStack  IPFamilyPolicy = "PreferDualStack"
+	RequireDualStack IPFamilyPolicy = "RequireDualStack"
+)
+
 // FamilyOf is the family of an address.
 func FamilyOf(a netip.Addr) IPFamily {
 	if a.Is4() {
@@ -163,6 +190,8 @@ type Service struct {
 	ClusterIPs []netip.Addr
 	Headless   bool // clusterIP: None
 	IPFamilies []IPFamily
+	// IPFamilyPolicy is spec.ipFamilyPolicy, empty when unset.
+	IPFamilyPolicy IPFamilyPolicy
 	// Selector is spec.selector; nil when the Service has none (its endpoints are
 	// managed by hand), which is different from an empty selector.
 	Selector                      map[string]string

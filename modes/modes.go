@@ -34,8 +34,12 @@ type Mode struct {
 	Name string
 	// refuses gives, for each output option the mode lacks ("--noflush"), why.
 	refuses map[string]string
-	// write writes compile's output (the options checked).
-	write func(w io.Writer, sm *ir.ServiceMap, o Options) error
+	// oneScript: one output holds every family's rules (nftables: the ip and ip6
+	// tables in one script); else each family is an output of its own.
+	oneScript bool
+	// write writes compile's output of the maps, one per family (the options
+	// checked; more than one map only when oneScript).
+	write func(w io.Writer, maps []*ir.ServiceMap, o Options) error
 	// parts writes the output as named files (--split); nil: the mode has none.
 	parts func(sm *ir.ServiceMap, create func(name string, write func(io.Writer) error) error) error
 	// tracer reads back what the mode writes for sm, as a node holds it.
@@ -145,10 +149,23 @@ func takers(flag string) string {
 // Write writes compile's output to w: the whole ruleset, or with o.Previous the change
 // from it.
 func (m Mode) Write(w io.Writer, sm *ir.ServiceMap, o Options) error {
+	return m.WriteAll(w, []*ir.ServiceMap{sm}, o)
+}
+
+// OneScript reports whether one output holds the rules of every family of a run
+// (nftables); otherwise a dual-stack run writes an output per family.
+func (m Mode) OneScript() bool { return m.oneScript }
+
+// WriteAll writes the output of a run's maps (one per family) to w; a mode that is
+// not OneScript takes one map only.
+func (m Mode) WriteAll(w io.Writer, maps []*ir.ServiceMap, o Options) error {
 	if err := m.Check(o, false); err != nil {
 		return err
 	}
-	return m.write(w, sm, o)
+	if len(maps) > 1 && !m.oneScript {
+		return &OptionError{Msg: m.Name + " mode writes one output per IP family; write them one at a time"}
+	}
+	return m.write(w, maps, o)
 }
 
 // Split writes the output as named files (compile --split); create makes one.
@@ -188,7 +205,8 @@ var iptablesMode = Mode{
 		"--stages": "a large iptables restore is staged by apply, in blocks of chains",
 		"--split":  "its rules are one iptables-restore file",
 	},
-	write: func(w io.Writer, sm *ir.ServiceMap, o Options) error {
+	write: func(w io.Writer, maps []*ir.ServiceMap, o Options) error {
+		sm := maps[0]
 		if o.Previous == nil {
 			f := iptrules.Complete
 			if o.NoFlush {
@@ -222,15 +240,30 @@ var nftablesMode = Mode{
 		"--noflush": "the nftables script owns its table and touches nothing else",
 		"--split":   "its rules are one nft script",
 	},
-	write: func(w io.Writer, sm *ir.ServiceMap, o Options) error {
-		if o.Previous == nil {
-			return nftrules.Write(w, sm, nftrules.Options{Stages: o.Stages})
+	oneScript: true,
+	write: func(w io.Writer, maps []*ir.ServiceMap, o Options) error {
+		// Each family's table is written whole, one after the other: nft -f loads
+		// the file as one transaction. A previous ruleset holds both tables, and
+		// each family's change is made from its own.
+		var prev *nftsyntax.Ruleset
+		if o.Previous != nil {
+			var err error
+			if prev, err = nftsyntax.Parse(o.Previous.Name, o.Previous.R); err != nil {
+				return &pipeline.InputError{Err: err}
+			}
 		}
-		prev, err := nftsyntax.Parse(o.Previous.Name, o.Previous.R)
-		if err != nil {
-			return &pipeline.InputError{Err: err}
+		for _, sm := range maps {
+			var err error
+			if prev == nil {
+				err = nftrules.Write(w, sm, nftrules.Options{Stages: o.Stages})
+			} else {
+				err = nftplan.Write(w, sm, nftplan.Options{Previous: prev, Minimal: o.Minimal})
+			}
+			if err != nil {
+				return err
+			}
 		}
-		return nftplan.Write(w, sm, nftplan.Options{Previous: prev, Minimal: o.Minimal})
+		return nil
 	},
 	tracer: func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
 		var b bytes.Buffer
@@ -254,7 +287,8 @@ var ipvsMode = Mode{
 		"--minimal":  "the ipvs script always converges the node",
 		"--stages":   "it is for nftables mode",
 	},
-	write: func(w io.Writer, sm *ir.ServiceMap, _ Options) error {
+	write: func(w io.Writer, maps []*ir.ServiceMap, _ Options) error {
+		sm := maps[0]
 		return ipvssyntax.WriteScript(w, ipvsrules.Build(sm), ipvssyntax.Header{Node: sm.Node.Name, Title: sm.Header("ipvs")})
 	},
 	parts: func(sm *ir.ServiceMap, create func(string, func(io.Writer) error) error) error {

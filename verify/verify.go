@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,6 +33,8 @@ type Options struct {
 	// Release and Gates: see compiler.Options.
 	Release release.Release
 	Gates   map[string]bool
+	// Families: see compiler.Options; a dual-stack run probes each family's rules.
+	Families []model.IPFamily
 }
 
 // Report is what verify found.
@@ -42,6 +45,7 @@ type Report struct {
 // ModeReport is one mode's result.
 type ModeReport struct {
 	Mode      compiler.Mode
+	Family    model.IPFamily
 	Frontends int
 	Probes    int
 	// Applied counts the probes each documented difference applied to, by name.
@@ -81,15 +85,17 @@ func Run(c *model.Cluster, opts Options) (*Report, error) {
 		if !ok {
 			return nil, fmt.Errorf("mode %s: verify cannot check it in this version of svcgen (it checks %s)", m, joinModes(Modes()))
 		}
-		sm, err := compiler.Compile(c, compiler.Options{Node: opts.Node, Mode: m, Release: opts.Release, Gates: opts.Gates})
+		maps, err := compiler.CompileAll(c, compiler.Options{Node: opts.Node, Mode: m, Release: opts.Release, Gates: opts.Gates, Families: opts.Families})
 		if err != nil {
 			return nil, err
 		}
-		mr, err := Check(b, sm, c)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", m, err)
+		for _, sm := range maps {
+			mr, err := Check(b, sm, c)
+			if err != nil {
+				return nil, fmt.Errorf("%s (%s): %w", m, sm.Family, err)
+			}
+			r.Modes = append(r.Modes, mr)
 		}
-		r.Modes = append(r.Modes, mr)
 	}
 	return r, nil
 }
@@ -129,7 +135,7 @@ func CheckTracer(m compiler.Mode, sm *ir.ServiceMap, c *model.Cluster, tr trace.
 	tr = trace.WithoutPaths(tr)
 	l := NewLocator(sm, c)
 	x := NewExpecter(sm, l.Host())
-	mr := &ModeReport{Mode: m, Applied: map[string]int{}}
+	mr := &ModeReport{Mode: m, Family: sm.Family, Applied: map[string]int{}}
 	frontends := map[string]bool{}
 	for _, p := range Probes(l) {
 		mr.Probes++
@@ -204,8 +210,13 @@ func summaryKey(o trace.Outcome) string {
 // Write prints the report: a line per mode, then every disagreement with its Service.
 func (r *Report) Write(w io.Writer) error {
 	var b strings.Builder
+	dual := slices.ContainsFunc(r.Modes, func(m *ModeReport) bool { return m.Family != r.Modes[0].Family })
 	for _, m := range r.Modes {
-		fmt.Fprintf(&b, "%s: %s, %s: ", m.Mode, textutil.Count(m.Frontends, "frontend", "frontends"), textutil.Count(m.Probes, "probe", "probes"))
+		name := string(m.Mode)
+		if dual { // a single-family run's report reads as before dual-stack runs
+			name += " (" + string(m.Family) + ")"
+		}
+		fmt.Fprintf(&b, "%s: %s, %s: ", name, textutil.Count(m.Frontends, "frontend", "frontends"), textutil.Count(m.Probes, "probe", "probes"))
 		if len(m.Disagreements) == 0 {
 			b.WriteString("every probe agrees with the service map")
 		} else {

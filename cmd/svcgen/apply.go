@@ -119,22 +119,29 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	backend := mode.Backend(res.Map.Family, f.wait)
 	lockPath := f.applyLock
 	if lockPath == "" {
 		lockPath = apply.DefaultLockPath()
 	}
-	a := &apply.Applier{
-		Backend:   backend,
-		Lock:      &apply.Lock{Path: lockPath, Wait: f.wait},
-		Conntrack: apply.NetlinkConntrack{},
-		Log:       slog.New(slog.NewTextHandler(stderr, nil)),
-		// Skip reading rules that live in nf_tables while its generation stands still.
-		Generation: apply.NFTablesGeneration,
+	// One applier per family, as kube-proxy runs one proxier per family.
+	appliers := make([]*apply.Applier, len(res.Maps))
+	for i, sm := range res.Maps {
+		appliers[i] = &apply.Applier{
+			Backend:   mode.Backend(sm.Family, f.wait),
+			Lock:      &apply.Lock{Path: lockPath, Wait: f.wait},
+			Conntrack: apply.NetlinkConntrack{},
+			Log:       slog.New(slog.NewTextHandler(stderr, nil)),
+			// Skip reading rules that live in nf_tables while its generation stands still.
+			Generation: apply.NFTablesGeneration,
+		}
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if f.watch && len(appliers) > 1 {
+		return usagef("apply --watch keeps one IP family in step (this run has %s): run one per family with --ip-family ipv4 and --ip-family ipv6", ir.FamilyNames(res.Maps))
+	}
+	a := appliers[0]
 	if f.watch {
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -161,16 +168,37 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 					return current, nil, err
 				}
 				printProblems(stderr, up.Warnings)
-				current = up.Map
+				current = up.Maps[0]
 				if up.Changed == nil {
 					return current, nil, nil
 				}
-				return current, &apply.Hint{Since: up.Prev, Changed: up.Changed}, nil
+				return current, &apply.Hint{Since: up.Prevs[0], Changed: up.Changed}, nil
 			}),
 		}
 		return w.Run(ctx)
 	}
-	out, err := a.Sync(ctx, res.Map, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: f.allowEmpty})
+	services := 0
+	for _, sm := range res.Maps {
+		services += len(sm.Services)
+	}
+	for i, sm := range res.Maps {
+		// A family without Services on a dual-stack node is no sign of a wrong input
+		// when the other family has some (IPv4-only Services on a dual-stack node).
+		allowEmpty := f.allowEmpty || (len(sm.Services) == 0 && services > 0)
+		if err := syncFamily(ctx, appliers[i], sm, allowEmpty, f, stdout, stderr); err != nil {
+			return err
+		}
+	}
+	if f.lock != "" && !f.dryRun {
+		return writeLock(f.lock, res.Lock)
+	}
+	return nil
+}
+
+// syncFamily applies one family's service map and reports what it did.
+func syncFamily(ctx context.Context, a *apply.Applier, sm *ir.ServiceMap, allowEmpty bool, f *applyFlags, stdout, stderr io.Writer) error {
+	backend := a.Backend
+	out, err := a.Sync(ctx, sm, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: allowEmpty})
 	if err != nil {
 		return err
 	}
@@ -180,11 +208,6 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 			fmt.Fprintf(stderr, "%s: no changes\n", backend.Name())
 		}
 		return nil
-	}
-	if f.lock != "" {
-		if err := writeLock(f.lock, res.Lock); err != nil {
-			return err
-		}
 	}
 	msg := "no changes"
 	if out.Changed {

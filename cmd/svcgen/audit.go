@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/apply"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/internal/textutil"
+	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
@@ -63,7 +65,7 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 			return err
 		}
 		var err error
-		if dump, err = readRuleFiles([]string{f.rules}, stdin); err != nil {
+		if dump, err = readRuleFiles(rulesPaths(f.rules), stdin); err != nil {
 			return err
 		}
 		if err := f.modeOfFiles(dump); err != nil {
@@ -81,30 +83,39 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	backend := mode.Backend(res.Map.Family, 0)
-	want, err := backend.Want(res.Map)
-	if err != nil {
-		return err
-	}
-	var have apply.State
-	if f.live {
-		have, err = backend.Read(ctx)
-	} else {
-		have, err = dump[0].parse(backend)
+	var drift []ruleview.Drift
+	ports := 0
+	for _, sm := range res.Maps {
+		// One backend per family, as kube-proxy runs one proxier per family.
+		backend := mode.Backend(sm.Family, 0)
+		want, err := backend.Want(sm)
 		if err != nil {
-			err = &pipeline.InputError{Err: err}
+			return err
+		}
+		var have apply.State
+		if f.live {
+			have, err = backend.Read(ctx)
+		} else {
+			have, err = dumpOf(dump, sm.Family).parse(backend)
+			if err != nil {
+				err = &pipeline.InputError{Err: err}
+			}
+		}
+		if err != nil {
+			return err
+		}
+		v := apply.ViewOptions{Map: sm}
+		for _, d := range ruleview.Audit(want.View(v), have.View(v)) {
+			if len(res.Maps) > 1 {
+				d.Port += " (" + string(sm.Family) + ")"
+			}
+			drift = append(drift, d)
+		}
+		for _, svc := range sm.Services {
+			ports += len(svc.Ports)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	v := apply.ViewOptions{Map: res.Map}
-	drift := ruleview.Audit(want.View(v), have.View(v))
 	printDrift(stdout, drift)
-	ports := 0
-	for _, svc := range res.Map.Services {
-		ports += len(svc.Ports)
-	}
 	if len(drift) == 0 {
 		fmt.Fprintf(stderr, "audit: %s, all in step\n", textutil.Count(ports, "service port", "service ports"))
 		return nil
@@ -129,4 +140,34 @@ func printDrift(w io.Writer, drift []ruleview.Drift) {
 		}
 	}
 	io.WriteString(w, b.String())
+}
+
+// rulesPaths are the files --rules names: the file itself, or, when there is no such
+// file, PREFIX.v4 and PREFIX.v6 of them that exist (what compile -o PREFIX writes for
+// a dual-stack run in iptables and ipvs modes).
+func rulesPaths(p string) []string {
+	if _, err := os.Stat(p); p == "-" || err == nil {
+		return []string{p}
+	}
+	var out []string
+	for _, fam := range model.Families {
+		if _, err := os.Stat(p + "." + fam.Suffix()); err == nil {
+			out = append(out, p+"."+fam.Suffix())
+		}
+	}
+	if len(out) == 0 {
+		return []string{p}
+	}
+	return out
+}
+
+// dumpOf is the rules file of a family: the PREFIX.v4 or PREFIX.v6 one, else the one
+// file (an nftables file holds both families' tables).
+func dumpOf(files []ruleFile, f model.IPFamily) ruleFile {
+	for _, r := range files {
+		if strings.HasSuffix(r.name, "."+f.Suffix()) {
+			return r
+		}
+	}
+	return files[0]
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/fileutil"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/modes"
@@ -35,6 +36,7 @@ type inputFlags struct {
 	gates         map[string]string
 	nodes         int
 	podCIDR       []string
+	ipFamily      string
 	readFlags     // --strict, -q, -v: see inputs.go
 }
 
@@ -51,6 +53,7 @@ func (f *inputFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.nodePortRange, "node-port-range", "30000-32767", "allocate NodePorts from this range")
 	fl.StringVar(&f.dialect, "dialect", "", "accept a manifest dialect: minik8s (course-project YAML)")
 	fl.StringVar(&f.release, "kube-proxy-version", "", "the kube-proxy release to write for: "+release.Names()+" (default: the Nodes' kubelet release, else "+release.Newest().String()+")")
+	fl.StringVar(&f.ipFamily, "ip-family", "", "the IP families to write for: ipv4, ipv6 or dual (default: the NodeEnvironment's ipFamily, else the families the input has)")
 	fl.StringToStringVar(&f.gates, "feature-gates", nil, "feature gates, as kube-proxy takes them: Gate=true,Other=false (over the configuration's featureGates)")
 	f.readFlags.register(cmd)
 }
@@ -130,6 +133,9 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 			families[fam] = true
 			s.PodCIDRs = append(s.PodCIDRs, p.Masked())
 		}
+	}
+	if s.Families, err = parseIPFamily(f.ipFamily); err != nil {
+		return in, s, err
 	}
 	if err := f.target(&s); err != nil {
 		return in, s, err
@@ -246,26 +252,14 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	if err := mode.Check(opts, f.split); err != nil {
 		return err
 	}
-	write := func() error {
-		return writeOutput(f.output, stdout, func(w io.Writer) error { return mode.Write(w, res.Map, opts) })
-	}
-	switch {
-	case f.split:
-		err = writeParts(f.output, res, mode)
-	case f.previous == "":
-		err = write()
-	default:
-		// The previous ruleset is parsed as it is read, never held twice.
-		_, err = parseInput(f.previous, stdin, func(name string, r io.Reader) (struct{}, error) {
-			opts.Previous = &modes.Input{Name: name, R: r}
-			return struct{}{}, write()
-		})
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			err = &pipeline.InputError{Err: err}
-		}
-	}
+	outs, err := f.outputs(res.Maps, mode)
 	if err != nil {
 		return err
+	}
+	for _, o := range outs {
+		if err := o.write(f.split, stdin, stdout, mode, opts); err != nil {
+			return err
+		}
 	}
 	if f.lock != "" {
 		return writeLock(f.lock, res.Lock)
@@ -273,15 +267,99 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// output is one output of a compile: the maps it holds (one per family, or every
+// family's for a OneScript mode), where it goes, and the previous rules it is the
+// change from.
+type output struct {
+	maps     []*ir.ServiceMap
+	path     string // -o: a file, or the folder of --split; "" or "-": stdout
+	previous string // --previous, "" for none
+}
+
+// outputs are compile's outputs: one, unless the run has two families and the mode
+// writes an output per family (iptables, ipvs); then -o PREFIX names PREFIX.v4 and
+// PREFIX.v6 (--split -o DIR: the folders DIR/v4 and DIR/v6), and --previous PREFIX
+// is read as PREFIX.v4 and PREFIX.v6 likewise. Stdout holds one family only.
+func (f *compileFlags) outputs(maps []*ir.ServiceMap, mode modes.Mode) ([]output, error) {
+	if len(maps) == 1 || mode.OneScript() {
+		return []output{{maps: maps, path: f.output, previous: f.previous}}, nil
+	}
+	if f.output == "" || f.output == "-" {
+		return nil, usagef("this run has two IP families (%s), and %s mode writes one output per family; name them with -o PREFIX (PREFIX.v4 and PREFIX.v6), or write one family with --ip-family ipv4 or --ip-family ipv6", ir.FamilyNames(maps), mode.Name)
+	}
+	if f.previous == "-" {
+		return nil, usagef("--previous -: this run has two IP families (%s); give the previous rules as --previous PREFIX (PREFIX.v4 and PREFIX.v6)", ir.FamilyNames(maps))
+	}
+	outs := make([]output, len(maps))
+	inputs := append(slices.Clone(f.files), f.config, f.lock)
+	for i, sm := range maps {
+		sep := "."
+		if f.split {
+			sep = string(filepath.Separator)
+		}
+		outs[i] = output{maps: maps[i : i+1], path: f.output + sep + sm.Family.Suffix()}
+		if f.previous != "" {
+			outs[i].previous = f.previous + "." + sm.Family.Suffix()
+			inputs = append(inputs, outs[i].previous)
+		}
+	}
+	for _, o := range outs {
+		if f.split {
+			continue
+		}
+		if err := fileutil.CheckOutput("-o", o.path, inputs, manifestExts); err != nil {
+			return nil, usagef("%v", err)
+		}
+	}
+	return outs, nil
+}
+
+// write writes one output: its parts (--split), the whole rules, or the change from
+// its previous rules (read as they are parsed, never held twice).
+func (o output) write(split bool, stdin io.Reader, stdout io.Writer, mode modes.Mode, opts modes.Options) error {
+	if split {
+		return writeParts(o.path, o.maps[0], mode)
+	}
+	write := func() error {
+		return writeOutput(o.path, stdout, func(w io.Writer) error { return mode.WriteAll(w, o.maps, opts) })
+	}
+	if o.previous == "" {
+		return write()
+	}
+	_, err := parseInput(o.previous, stdin, func(name string, r io.Reader) (struct{}, error) {
+		opts.Previous = &modes.Input{Name: name, R: r}
+		return struct{}{}, write()
+	})
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		err = &pipeline.InputError{Err: err}
+	}
+	return err
+}
+
+// parseIPFamily reads --ip-family: nil when it is not given.
+func parseIPFamily(v string) ([]model.IPFamily, error) {
+	switch v {
+	case "":
+		return nil, nil
+	case "ipv4":
+		return []model.IPFamily{model.IPv4}, nil
+	case "ipv6":
+		return []model.IPFamily{model.IPv6}, nil
+	case "dual":
+		return slices.Clone(model.Families), nil
+	}
+	return nil, usagef("--ip-family: unknown family %q (want ipv4, ipv6 or dual)", v)
+}
+
 // writeParts writes a mode's output as files in the folder dir (--split).
-func writeParts(dir string, res *pipeline.Result, mode modes.Mode) error {
+func writeParts(dir string, sm *ir.ServiceMap, mode modes.Mode) error {
 	if dir == "" || dir == "-" {
 		return usagef("--split writes several files: name their folder with -o DIR")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return mode.Split(res.Map, func(name string, write func(io.Writer) error) error {
+	return mode.Split(sm, func(name string, write func(io.Writer) error) error {
 		return fileutil.WriteAtomic(filepath.Join(dir, name), write)
 	})
 }

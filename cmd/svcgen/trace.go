@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/trace"
 	"github.com/svcgen/svcgen/verify"
 )
@@ -133,7 +135,13 @@ func (f *traceFlags) traceManifests(src netip.Addr, dst netip.AddrPort, proto st
 	if err != nil {
 		return nil, err
 	}
-	l := verify.NewLocator(res.Map, res.Resolved.Cluster)
+	// The packet's family picks the rules: on a dual-stack node each family has its
+	// own (ip6tables, the ip6 table, IPv6 virtual servers).
+	sm := res.MapOf(model.FamilyOf(dst.Addr()))
+	if sm == nil {
+		return nil, &pipeline.InputError{Err: fmt.Errorf("--dst %s: this run writes %s rules only (see --ip-family)", dst, ir.FamilyNames(res.Maps))}
+	}
+	l := verify.NewLocator(sm, res.Resolved.Cluster)
 	host := l.Host()
 	p, source := l.Packet(src, dst, proto)
 	f.adjust(&host, &p, &source)
@@ -141,7 +149,7 @@ func (f *traceFlags) traceManifests(src netip.Addr, dst netip.AddrPort, proto st
 	if err != nil {
 		return nil, err
 	}
-	tr, err := mode.Tracer(res.Map, host)
+	tr, err := mode.Tracer(sm, host)
 	if err != nil {
 		return nil, &pipeline.InputError{Err: err}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/verify"
 )
 
@@ -69,7 +70,7 @@ func runVerify(f *verifyFlags, stdin io.Reader, stdout, stderr io.Writer) error 
 	if f.mode != "" { // checked by compileInputs
 		modes = []compiler.Mode{compiler.Mode(f.mode)}
 	}
-	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: f.node, Modes: modes, Release: res.Map.Target.Release, Gates: res.Map.Target.Gates})
+	report, err := verify.Run(res.Resolved.Cluster, verify.Options{Node: f.node, Modes: modes, Release: res.Map.Target.Release, Gates: res.Map.Target.Gates, Families: ir.FamiliesOf(res.Maps)})
 	if err != nil {
 		return &pipeline.InputError{Err: err}
 	}

@@ -34,6 +34,7 @@ type serviceSpecDoc struct {
 	PublishNotReadyAddresses      bool               `yaml:"publishNotReadyAddresses,omitempty"`
 	SessionAffinityConfig         *affinityConfigDoc `yaml:"sessionAffinityConfig,omitempty"`
 	IPFamilies                    []string           `yaml:"ipFamilies,omitempty"`
+	IPFamilyPolicy                string             `yaml:"ipFamilyPolicy,omitempty"`
 	AllocateLoadBalancerNodePorts *bool              `yaml:"allocateLoadBalancerNodePorts,omitempty"`
 	InternalTrafficPolicy         string             `yaml:"internalTrafficPolicy,omitempty"`
 	TrafficDistribution           string             `yaml:"trafficDistribution,omitempty"`
@@ -89,6 +90,7 @@ func service(s *model.Service) serviceDoc {
 	sp.HealthCheckNodePort = s.HealthCheckNodePort
 	sp.PublishNotReadyAddresses = s.PublishNotReadyAddresses
 	sp.IPFamilies = ipFamilies(s)
+	sp.IPFamilyPolicy = string(s.IPFamilyPolicy)
 	sp.AllocateLoadBalancerNodePorts = s.AllocateLoadBalancerNodePorts
 	sp.InternalTrafficPolicy = string(s.InternalTrafficPolicy)
 	sp.TrafficDistribution = s.TrafficDistribution

@@ -49,7 +49,9 @@ type Settings struct {
 	ServiceCIDRs  []netip.Prefix
 	NodePortRange compiler.PortRange
 	LockFile      string
-	Family        model.IPFamily
+	// Families: --ip-family (nil: the NodeEnvironment's, else the input's; see
+	// compiler.Families).
+	Families []model.IPFamily
 	// NoAllocate: see compiler.ResolveOptions (kube-proxy's own test inputs).
 	NoAllocate bool
 	// Nodes and PodCIDRs: --nodes and --pod-cidr (see compiler.ResolveOptions).
@@ -65,6 +67,9 @@ type Settings struct {
 type Result struct {
 	Cluster  *model.Cluster
 	Resolved *compiler.Resolved
+	// Maps are the service maps of the run's IP families, in model.Families' order;
+	// Map is the first (the only one of a single-family run).
+	Maps     []*ir.ServiceMap
 	Map      *ir.ServiceMap
 	Mode     compiler.Mode
 	Warnings []*model.Problem
@@ -74,6 +79,16 @@ type Result struct {
 	Read *load.Tally
 	// Lock is the lock file's new content; nil when no lock file was asked for.
 	Lock []byte
+}
+
+// MapOf is the service map of a family, nil when the run has none of it.
+func (r *Result) MapOf(f model.IPFamily) *ir.ServiceMap {
+	for _, sm := range r.Maps {
+		if sm.Family == f {
+			return sm
+		}
+	}
+	return nil
 }
 
 // ErrNoInput is a run given no manifests: a usage mistake, not an input error.
@@ -137,11 +152,11 @@ func Compile(cluster *model.Cluster, warnings []*model.Problem, miniK8s bool, s 
 	if err != nil {
 		return nil, &InputError{err}
 	}
-	sm, err := compiler.Compile(resolved.Cluster, opts)
+	maps, err := compiler.CompileAll(resolved.Cluster, opts)
 	if err != nil {
 		return nil, &InputError{err}
 	}
-	return result(cluster, resolved, sm, opts.Mode, append(warnings, resolved.Warnings...), s), nil
+	return result(cluster, resolved, maps, opts.Mode, append(warnings, resolved.Warnings...), s), nil
 }
 
 // options turns the settings into the compiler's: the lock file is read, and the
@@ -171,11 +186,11 @@ func options(cluster *model.Cluster, miniK8s bool, s Settings) (compiler.Resolve
 	if mode == "" {
 		mode = compiler.IPTables
 	}
-	return ropts, compiler.Options{Node: s.Node, Mode: mode, Family: s.Family, Release: s.Release, Gates: s.Gates}, nil
+	return ropts, compiler.Options{Node: s.Node, Mode: mode, Families: s.Families, Release: s.Release, Gates: s.Gates}, nil
 }
 
-func result(cluster *model.Cluster, resolved *compiler.Resolved, sm *ir.ServiceMap, mode compiler.Mode, warnings []*model.Problem, s Settings) *Result {
-	res := &Result{Cluster: cluster, Resolved: resolved, Map: sm, Mode: mode, Warnings: warnings}
+func result(cluster *model.Cluster, resolved *compiler.Resolved, maps []*ir.ServiceMap, mode compiler.Mode, warnings []*model.Problem, s Settings) *Result {
+	res := &Result{Cluster: cluster, Resolved: resolved, Maps: maps, Map: maps[0], Mode: mode, Warnings: warnings}
 	if s.LockFile != "" {
 		res.Lock = resolved.Lock.Marshal()
 	}

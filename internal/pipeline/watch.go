@@ -27,8 +27,10 @@ import (
 //	...
 //	up, err := w.Refresh()                            // on every tick
 //	if err == nil && up != nil {
-//		err = iptables.Write(out, up.Map, iptables.Options{Previous: loaded,
-//			PreviousMap: up.Prev, Changed: up.Changed, Minimal: true})
+//		for i, sm := range up.Maps { // one per family
+//			err = iptables.Write(out, sm, iptables.Options{Previous: loaded[i],
+//				PreviousMap: up.Prevs[i], Changed: up.Changed, Minimal: true})
+//		}
 //	}
 //
 // A Watch reads files, so it lives here and not in the compiler; it is not safe for
@@ -55,8 +57,9 @@ type watchedFile struct {
 
 // WatchUpdate is what changed in one Refresh.
 type WatchUpdate struct {
-	// Prev and Map are the service maps before and after.
-	Prev, Map *ir.ServiceMap
+	// Prevs and Maps are the service maps before and after, one per family of the
+	// run (a Refresh never changes the families: see Refresh).
+	Prevs, Maps []*ir.ServiceMap
 	// Changed lists the Services ("namespace/name") whose rules may differ, sorted;
 	// nil when any rule may differ (a Service, Node or configuration changed).
 	Changed []string
@@ -97,7 +100,7 @@ func NewWatch(in Inputs, s Settings) (*Watch, *Result, error) {
 		return nil, nil, &InputError{err}
 	}
 	w.session, w.mode = sess, opts.Mode
-	res := result(cluster, sess.Resolved(), up.Map, opts.Mode, append(warnings, up.Warnings...), s)
+	res := result(cluster, sess.Resolved(), up.Maps, opts.Mode, append(warnings, up.Warnings...), s)
 	res.InputWarnings, res.Read = passed, read
 	return w, res, nil
 }
@@ -147,17 +150,18 @@ func (w *Watch) Refresh() (*WatchUpdate, error) {
 		return nil, nil
 	}
 	sort.Strings(files)
-	prev := w.session.Map()
+	prev := w.session.Maps()
 	up, err := w.session.Apply(compiler.Change{Removed: removed, Added: added})
 	if err != nil {
 		return nil, &InputError{err}
 	}
+
 	w.files = next
 	changed := up.Changed
 	if up.All {
 		changed = nil
 	}
-	return &WatchUpdate{Prev: prev, Map: up.Map, Changed: changed, Files: files, Warnings: append(warnings, up.Warnings...)}, nil
+	return &WatchUpdate{Prevs: prev, Maps: up.Maps, Changed: changed, Files: files, Warnings: append(warnings, up.Warnings...)}, nil
 }
 
 // paths lists the input files now: folders are walked again, so new files count.

@@ -107,7 +107,7 @@ func TestWatch(t *testing.T) {
 		if !reflect.DeepEqual(up.Changed, step.changed) || len(up.Files) != step.files {
 			t.Errorf("%s: changed %v in files %v; want %v in %d", step.name, up.Changed, up.Files, step.changed, step.files)
 		}
-		if !reflect.DeepEqual(up.Map, fresh().Map) {
+		if !reflect.DeepEqual(up.Maps[0], fresh().Map) {
 			t.Errorf("%s: the map differs from Run's", step.name)
 		}
 	}

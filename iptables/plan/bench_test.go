@@ -27,7 +27,7 @@ func moved(b *testing.B, n int) (prev, next *ir.ServiceMap, changed []string) {
 	nx := *cur
 	nx.Endpoints = append([]model.Endpoint(nil), cur.Endpoints...)
 	nx.Endpoints[0].Addresses = []netip.Addr{netip.MustParseAddr("10.99.0.1")}
-	prev = sess.Map()
+	prev = sess.Maps()[0]
 	up, err := sess.Apply(compiler.Change{
 		Removed: &model.Cluster{Slices: []*model.EndpointSlice{cur}},
 		Added:   &model.Cluster{Slices: []*model.EndpointSlice{&nx}},
@@ -35,7 +35,7 @@ func moved(b *testing.B, n int) (prev, next *ir.ServiceMap, changed []string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return prev, up.Map, up.Changed
+	return prev, up.Maps[0], up.Changed
 }
 
 // BenchmarkPartialWatch writes apply --watch's restore for one moved endpoint: against

@@ -137,14 +137,14 @@ func TestSessionAndChanges(t *testing.T) {
 	}
 	cur := *c
 	for _, s := range steps() {
-		prev := sess.Map()
+		prev := sess.Maps()[0]
 		ch := s.change(&cur)
 		up, err := sess.Apply(ch)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		cur = withChange(cur, ch)
-		if want := fullCompile(t, &cur); !reflect.DeepEqual(up.Map, want) {
+		if want := fullCompile(t, &cur); !reflect.DeepEqual(up.Maps[0], want) {
 			t.Errorf("%s: the session's map differs from a full compile", s.name)
 		}
 		if up.All != s.all || !s.all && !reflect.DeepEqual(up.Changed, s.changed) {
@@ -158,7 +158,7 @@ func TestSessionAndChanges(t *testing.T) {
 			case "full sync":
 				opts.FullSync, opts.Minimal = true, false
 			}
-			delta := write(t, up.Map, opts)
+			delta := write(t, up.Maps[0], opts)
 			switch {
 			case variant == "full sync":
 			case s.name == "one endpoint moves":
@@ -171,7 +171,7 @@ func TestSessionAndChanges(t *testing.T) {
 				}
 			}
 			state := restoreOver(t, payload(t, prev), delta)
-			if got, want := dumpRules(state), dumpRules(payload(t, up.Map)); got != want {
+			if got, want := dumpRules(state), dumpRules(payload(t, up.Maps[0])); got != want {
 				t.Errorf("%s (%s): previous rules + changes differ from the full rules:\n%s", s.name, variant, diffLines(got, want))
 			}
 		}

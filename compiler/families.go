@@ -1,0 +1,81 @@
+package compiler
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/svcgen/svcgen/model"
+)
+
+// families chooses the IP families of a compile; it is the one place a run's families
+// are chosen. asked (--ip-family) comes first, then the node's NodeEnvironment
+// ipFamily; a dual-stack run asked for so needs the Node to have an address of each
+// family, as kube-proxy's dual-stack proxier has a node IP of each. Otherwise the run
+// takes the families the input has: the Node's status.addresses, the ServiceCIDRs,
+// and the Services' ipFamilies and ClusterIPs (allocated ones included, so
+// --service-cidr counts). An input with neither family is IPv4: the output of an
+// IPv4-only cluster is what it was before svcgen knew dual-stack.
+//
+// kube-proxy itself runs both proxiers wherever the host supports both families
+// (cmd/kube-proxy/app platformCheckSupported); compile has no host, so it goes by
+// what the cluster uses. apply, audit and cleanup on a host follow kube-proxy: see
+// docs/dual-stack.md.
+func families(c *model.Cluster, node *model.Node, env *model.NodeEnvironment, asked []model.IPFamily) ([]model.IPFamily, error) {
+	switch {
+	case len(asked) > 0:
+		return checkNodeFamilies(node, asked, "--ip-family")
+	case env.IPFamilies != nil:
+		return checkNodeFamilies(node, env.IPFamilies, "ipFamily: DualStack ("+env.Origin.String()+")")
+	}
+	has := map[model.IPFamily]bool{}
+	if node != nil {
+		for _, a := range node.Addresses {
+			has[model.FamilyOf(a.Address)] = true
+		}
+	}
+	for _, sc := range c.ServiceCIDRs {
+		for _, p := range sc.CIDRs {
+			has[model.FamilyOf(p.Addr())] = true
+		}
+	}
+	for _, s := range c.Services {
+		for _, f := range s.IPFamilies {
+			has[f] = true
+		}
+		for _, a := range s.ClusterIPs {
+			has[model.FamilyOf(a)] = true
+		}
+	}
+	var out []model.IPFamily
+	for _, f := range model.Families {
+		if has[f] {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		out = []model.IPFamily{model.IPv4}
+	}
+	return out, nil
+}
+
+// checkNodeFamilies refuses a dual-stack run for a Node that lacks an address of one
+// family: kube-proxy would take that family's node IP to be the loopback address,
+// which is never what a dual-stack node meant. why names what asked for both.
+func checkNodeFamilies(node *model.Node, fs []model.IPFamily, why string) ([]model.IPFamily, error) {
+	if len(fs) < 2 || node == nil {
+		return fs, nil
+	}
+	var missing []string
+	for _, f := range fs {
+		if !slices.ContainsFunc(node.Addresses, func(a model.NodeAddress) bool { return model.FamilyOf(a.Address) == f }) {
+			missing = append(missing, string(f))
+		}
+	}
+	if len(missing) == 0 {
+		return fs, nil
+	}
+	var errs model.Problems
+	errs.Add(node.Origin, "status.addresses", "no %s address, and %s asks for both families; give the Node an InternalIP of each family",
+		strings.Join(missing, " or "), why)
+	return nil, errs.Err()
+}
