@@ -11,7 +11,6 @@ import (
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
 	"github.com/svcgen/svcgen/ir"
-	"github.com/svcgen/svcgen/load"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/modes"
 	"github.com/svcgen/svcgen/ruleview"
@@ -166,7 +165,7 @@ func readRuleFiles(paths []string, stdin io.Reader) ([]ruleFile, error) {
 	for i, p := range paths {
 		name, data, err := readInput(p, stdin)
 		if err != nil {
-			return nil, &pipeline.InputError{Err: load.PathError(name, err)}
+			return nil, &pipeline.InputError{Err: err}
 		}
 		m, err := modes.Detect(data)
 		if err != nil {
@@ -182,15 +181,20 @@ func (r ruleFile) parse(b apply.Backend) (apply.State, error) { return b.Parse(r
 // modeOfFiles takes the mode from the rules files when -m does not name one, and
 // refuses files of different modes, or of another mode than -m names.
 func (f *inputFlags) modeOfFiles(files []ruleFile) error {
-	for _, r := range files {
-		switch {
-		case f.mode == "":
-			f.mode = r.mode.Name
-		case f.mode != r.mode.Name && f.mode == files[0].mode.Name:
-			return &pipeline.InputError{Err: fmt.Errorf("%s holds %s rules and %s %s rules: they cannot be compared", files[0].name, files[0].mode.Name, r.name, r.mode.Name)}
-		case f.mode != r.mode.Name:
-			return usagef("--mode %s, but %s holds %s rules", f.mode, r.name, r.mode.Name)
+	if len(files) == 0 {
+		return nil
+	}
+	first := files[0]
+	for _, r := range files[1:] {
+		if r.mode.Name != first.mode.Name {
+			return &pipeline.InputError{Err: fmt.Errorf("%s holds %s rules and %s %s rules: they cannot be compared", first.name, first.mode.Name, r.name, r.mode.Name)}
 		}
+	}
+	switch {
+	case f.mode == "":
+		f.mode = first.mode.Name
+	case f.mode != first.mode.Name:
+		return usagef("--mode %s, but %s holds %s rules", f.mode, first.name, first.mode.Name)
 	}
 	return nil
 }

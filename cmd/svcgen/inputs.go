@@ -171,14 +171,18 @@ func inputName(path string) string {
 }
 
 // readInput reads a file named on the command line, or stdin for "-". name is what
-// messages call it (inputName).
+// messages call it (inputName); an error names it as the loader names inputs.
 func readInput(path string, stdin io.Reader) (name string, data []byte, err error) {
 	if path == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {
 		data, err = os.ReadFile(path)
 	}
-	return inputName(path), data, err
+	name = inputName(path)
+	if err != nil {
+		err = load.PathError(name, err)
+	}
+	return name, data, err
 }
 
 // parseInput parses a file named on the command line, or stdin for "-", as it is
@@ -190,7 +194,7 @@ func parseInput[T any](path string, stdin io.Reader, parse func(name string, r i
 	fh, err := os.Open(path)
 	if err != nil {
 		var zero T
-		return zero, err
+		return zero, load.PathError(path, err)
 	}
 	defer fh.Close()
 	return parse(path, fh)
