@@ -352,8 +352,9 @@ type walkResult struct {
 }
 
 // Trace follows a packet through the hooks netfilter runs for it: from another host or
-// a pod, nat PREROUTING then filter INPUT (to a local address) or FORWARD, then nat
-// POSTROUTING; from the node itself, nat OUTPUT, filter OUTPUT, nat POSTROUTING.
+// a pod, nat PREROUTING then filter INPUT (to a local address, where it stays) or
+// FORWARD then nat POSTROUTING; from the node itself, nat OUTPUT, filter OUTPUT, nat
+// POSTROUTING.
 func (t *IPTables) Trace(p Packet) (*Result, error) {
 	st := state{pkt: p, prob: big.NewRat(1, 1)}
 	local := t.host.IsLocal(p.Src)
@@ -408,6 +409,12 @@ func (t *IPTables) afterNat(n walkResult, local bool) (Outcome, error) {
 	if n.verdict == "DROP" || n.verdict == "REJECT" {
 		return outcome(st, Verdict(n.verdict)), nil
 	}
+	// POSTROUTING is on the way out only: a packet the node delivers to itself
+	// from elsewhere (a node port whose endpoint is a hostNetwork pod of this node)
+	// never passes it, so its mark for masquerade is not acted on.
+	if !local && t.host.IsLocal(st.pkt.Dst) {
+		return outcome(st, dnatOr(st, verdict)), nil
+	}
 	if !(local && t.host.IsLocal(st.pkt.Dst)) || st.dnat != "" {
 		post, err := t.hook("nat", "POSTROUTING", st)
 		if err != nil {
@@ -415,10 +422,15 @@ func (t *IPTables) afterNat(n walkResult, local bool) (Outcome, error) {
 		}
 		st = post[0].st
 	}
+	return outcome(st, dnatOr(st, verdict)), nil
+}
+
+// dnatOr is a branch's verdict: DNAT when it was translated, else v.
+func dnatOr(st state, v Verdict) Verdict {
 	if st.dnat != "" {
-		verdict = DNAT
+		return DNAT
 	}
-	return outcome(st, verdict), nil
+	return v
 }
 
 func outcome(st state, v Verdict) Outcome {

@@ -22,7 +22,9 @@ import (
 // else filter FORWARD and nat POSTROUTING. From the node: nat OUTPUT, IPVS (at
 // LOCAL_OUT, after nat), filter OUTPUT, filter INPUT for a local destination IPVS did
 // not take, nat POSTROUTING. A packet IPVS scheduled leaves through LOCAL_OUT whatever
-// its source, so filter OUTPUT sees it and filter FORWARD never does: in the qemu
+// its source (unless its real server is the node itself: then it is delivered here,
+// and neither OUTPUT nor POSTROUTING sees it), so filter OUTPUT sees it and filter
+// FORWARD never does: in the qemu
 // guest of e2e/ipvsvm, a DROP rule in OUTPUT stops a client's connection through a
 // virtual server, and one in FORWARD does not.
 //
@@ -198,6 +200,14 @@ func (t *IPVS) afterNat(n walkResult, fromNode bool) ([]Outcome, error) {
 	for _, b := range t.schedule(st) {
 		if b.verdict != "" {
 			outs = append(outs, outcome(b.st, Verdict(b.verdict)))
+			continue
+		}
+		if b.st.vs != nil && !fromNode && t.host.IsLocal(b.st.pkt.Dst) {
+			// A real server at one of the node's own addresses (a hostNetwork
+			// pod): IPVS, at LOCAL_IN, lets the translated packet go on to the
+			// local socket instead of sending it out through LOCAL_OUT, so
+			// neither filter OUTPUT nor nat POSTROUTING sees it.
+			outs = append(outs, outcome(b.st, DNAT))
 			continue
 		}
 		var after []string // filter hooks after IPVS

@@ -233,7 +233,7 @@ func (x *Expecter) outcomes(f Frontend, p trace.Packet, sem semantics) []trace.O
 		return verdict(trace.Drop)
 	}
 	if !port.ExternalPolicyLocal {
-		return spread(port, port.ClusterEndpoints(), p, true, sem)
+		return x.spread(port, port.ClusterEndpoints(), p, true, sem)
 	}
 	if sem.externalLocalForAll {
 		return x.local(port, p, false, sem)
@@ -243,9 +243,9 @@ func (x *Expecter) outcomes(f Frontend, p trace.Packet, sem semantics) []trace.O
 	// back); the rest stays on this node, keeping its source address.
 	switch {
 	case x.sm.LocalDetector.Implemented() && x.fromPod(p):
-		return spread(port, port.ClusterEndpoints(), p, false, sem)
+		return x.spread(port, port.ClusterEndpoints(), p, false, sem)
 	case x.host.IsLocal(p.Src):
-		return spread(port, port.ClusterEndpoints(), p, true, sem)
+		return x.spread(port, port.ClusterEndpoints(), p, true, sem)
 	}
 	return x.local(port, p, false, sem)
 }
@@ -264,7 +264,7 @@ func (x *Expecter) clusterIP(port *ir.Port, p trace.Packet, sem semantics) []tra
 	case ir.Reject:
 		return verdict(trace.Reject)
 	case ir.ToCluster:
-		return spread(port, port.ClusterEndpoints(), p, masq, sem)
+		return x.spread(port, port.ClusterEndpoints(), p, masq, sem)
 	}
 	return x.local(port, p, masq, sem)
 }
@@ -275,11 +275,11 @@ func (x *Expecter) clusterIP(port *ir.Port, p trace.Packet, sem semantics) []tra
 func (x *Expecter) local(port *ir.Port, p trace.Packet, masq bool, sem semantics) []trace.Outcome {
 	switch {
 	case len(port.Local) > 0:
-		return spread(port, port.LocalEndpoints(), p, masq, sem)
+		return x.spread(port, port.LocalEndpoints(), p, masq, sem)
 	case !sem.localFallback:
 		return verdict(trace.Drop)
 	case len(port.Cluster) > 0:
-		return spread(port, port.ClusterEndpoints(), p, masq, sem)
+		return x.spread(port, port.ClusterEndpoints(), p, masq, sem)
 	}
 	return verdict(trace.Reject)
 }
@@ -325,8 +325,11 @@ func verdict(v trace.Verdict) []trace.Outcome {
 
 // spread sends the packet to each endpoint with the same chance; an endpoint reaching
 // itself through the Service (hairpin) is always masqueraded (where the mode does
-// that only for endpoints on this node, only those).
-func spread(port *ir.Port, eps []ir.Endpoint, p trace.Packet, masq bool, sem semantics) []trace.Outcome {
+// that only for endpoints on this node, only those). A packet from elsewhere whose
+// endpoint is one of the node's own addresses (a hostNetwork pod of this node) is
+// delivered here and never passes nat POSTROUTING, where masquerading happens, so it
+// keeps its source whatever it was marked for (the kernel does so in every mode).
+func (x *Expecter) spread(port *ir.Port, eps []ir.Endpoint, p trace.Packet, masq bool, sem semantics) []trace.Outcome {
 	if len(eps) == 0 {
 		return verdict(trace.Drop)
 	}
@@ -336,8 +339,9 @@ func spread(port *ir.Port, eps []ir.Endpoint, p trace.Packet, masq bool, sem sem
 			Verdict:     trace.DNAT,
 			Endpoint:    e.String(),
 			Probability: big.NewRat(1, int64(len(eps))),
-			Masquerade:  masq || (e.IP == p.Src && (e.Local || !sem.hairpinLocalOnly)),
-			Affinity:    port.AffinitySeconds > 0,
+			Masquerade: (masq || (e.IP == p.Src && (e.Local || !sem.hairpinLocalOnly))) &&
+				!(x.host.IsLocal(e.IP) && !x.host.IsLocal(p.Src)),
+			Affinity: port.AffinitySeconds > 0,
 		}
 	}
 	return out

@@ -268,3 +268,55 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// A NodePort whose endpoint is a hostNetwork Pod of this node: traffic from another
+// host is delivered to the node itself and never passes nat POSTROUTING, so it keeps
+// its source although it was marked for masquerade, in every mode (e2e's
+// TestHostNetworkEndpointKeepsSource shows the kernel doing so); the Pod behind a
+// veth is masqueraded.
+func TestHostNetworkEndpoint(t *testing.T) {
+	c, sm := compile(t, `apiVersion: v1
+kind: Node
+metadata: {name: node1}
+spec: {podCIDR: 198.18.5.0/24}
+status: {addresses: [{type: InternalIP, address: 198.18.1.1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: exporter, namespace: mon, labels: {app: exporter}}
+spec: {nodeName: node1, hostNetwork: true, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
+status: {podIP: 198.18.1.1, phase: Running, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: proxy, namespace: mon, labels: {app: exporter}}
+spec: {nodeName: node1, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
+status: {podIP: 198.18.5.5, phase: Running, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: exporter, namespace: mon}
+spec: {type: NodePort, clusterIP: 198.19.0.10, selector: {app: exporter}, ports: [{port: 9100, targetPort: metrics, nodePort: 30860}]}
+`)
+	l := NewLocator(sm, c)
+	for _, tc := range []struct{ src, dst, want string }{
+		{"198.51.100.1", "198.18.1.1:30860", "DNAT 1/2 198.18.1.1:9100; DNAT 1/2 198.18.5.5:9100 masquerade"},
+		{"198.18.5.9", "198.18.1.1:30860", "DNAT 1/2 198.18.1.1:9100; DNAT 1/2 198.18.5.5:9100 masquerade"},
+		// From the node itself the packet goes out through POSTROUTING (to lo).
+		{"198.18.1.1", "198.18.1.1:30860", "DNAT 1/2 198.18.1.1:9100 masquerade; DNAT 1/2 198.18.5.5:9100 masquerade"},
+	} {
+		p, _ := l.Packet(netip.MustParseAddr(tc.src), netip.MustParseAddrPort(tc.dst), "tcp")
+		if got := Summary(Expect(sm, l.Host(), p)); got != tc.want {
+			t.Errorf("%s -> %s:\n got  %s\n want %s", tc.src, tc.dst, got, tc.want)
+		}
+	}
+	r, err := Run(c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r.Write(&out)
+	if !r.OK() || strings.Count(out.String(), "every probe agrees") != 3 {
+		t.Errorf("the three modes' rules disagree with the service map:\n%s", out.String())
+	}
+}
