@@ -40,10 +40,10 @@ func pickTarget(c *model.Cluster, cfg *model.Config, opts Options) (release.Targ
 	if err != nil {
 		return release.Target{}, &GateError{Err: err}
 	}
-	if t.Layout.NFTLocalhostNodePorts && opts.Mode == NFTables {
-		// Refused rather than compiled without its rules: the output would not be
-		// what that kube-proxy programs.
-		return release.Target{}, &GateError{Err: fmt.Errorf("%s=true: svcgen does not write this gate's nftables rules yet (the localhost-nodeport-reject-ports map, its counters and chains)", release.GateKubeProxyNFTablesLocalhostNodePorts)}
+	// Refused rather than compiled without the gate's rules: the output would not
+	// be what that kube-proxy programs.
+	if err := t.Writes(string(opts.Mode)); err != nil {
+		return release.Target{}, &GateError{Err: err}
 	}
 	return t, nil
 }

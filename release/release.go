@@ -39,6 +39,10 @@ type Gate struct {
 	Locked bool
 	// apply sets the layout's switches for the gate's value.
 	apply func(l *Layout, on bool)
+	// unwritten names, by proxy mode ("nftables"), what that mode's kube-proxy
+	// programs with the gate on and svcgen does not write: such a target is refused
+	// in that mode (Target.Writes) rather than written without it.
+	unwritten map[string]string
 }
 
 // Layout is what one release (with its gates) writes differently from another. Each
@@ -98,7 +102,8 @@ var (
 	externalIPs = Gate{Name: GateAllowServiceExternalIPs, Default: true,
 		apply: func(l *Layout, on bool) { l.ExternalIPs = on }}
 	localhostNodePorts = Gate{Name: GateKubeProxyNFTablesLocalhostNodePorts,
-		apply: func(l *Layout, on bool) { l.NFTLocalhostNodePorts = on }}
+		apply:     func(l *Layout, on bool) { l.NFTLocalhostNodePorts = on },
+		unwritten: map[string]string{"nftables": "the localhost-nodeport-reject-ports map, its counters and chains, and the userspace proxy of localhost NodePorts"}}
 	ipvsGate = Gate{Name: GateKubeProxyIPVS, Default: true,
 		apply: func(l *Layout, on bool) { l.IPVS = on }}
 	// Gates kube-proxy reads that change no rule svcgen writes: known, so that a
@@ -235,6 +240,18 @@ func (r Release) Target(set map[string]bool) (Target, error) {
 		}
 	}
 	return t, nil
+}
+
+// Writes says whether svcgen writes what the target's kube-proxy programs in a proxy
+// mode ("iptables", "nftables", "ipvs"): an error naming the first gate that is on
+// and changes rules of the mode svcgen does not write, else nil.
+func (t Target) Writes(mode string) error {
+	for _, g := range t.Release.Gates {
+		if what, ok := g.unwritten[mode]; ok && t.Gates[g.Name] {
+			return fmt.Errorf("%s=true: svcgen does not write this gate's %s rules yet (%s)", g.Name, mode, what)
+		}
+	}
+	return nil
 }
 
 // String names the release and the gates set away from their defaults, as output

@@ -79,3 +79,32 @@ func TestGates(t *testing.T) {
 		t.Errorf("v1.34 PreferSameTrafficDistribution=false: %+v, %v", tg.Layout, err)
 	}
 }
+
+// A gate whose rules svcgen does not write refuses only the modes it changes, and
+// only when it is on.
+func TestWrites(t *testing.T) {
+	r, err := Parse("1.37")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		gates map[string]bool
+		mode  string
+		ok    bool
+	}{
+		{nil, "nftables", true},
+		{map[string]bool{GateKubeProxyNFTablesLocalhostNodePorts: true}, "nftables", false},
+		{map[string]bool{GateKubeProxyNFTablesLocalhostNodePorts: true}, "iptables", true},
+		{map[string]bool{GateKubeProxyNFTablesLocalhostNodePorts: true}, "ipvs", true},
+		{map[string]bool{GateKubeProxyNFTablesLocalhostNodePorts: false}, "nftables", true},
+	} {
+		tg, err := r.Target(tc.gates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tg.Writes(tc.mode)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), GateKubeProxyNFTablesLocalhostNodePorts+"=true")) {
+			t.Errorf("%v in %s: %v, want ok %v", tc.gates, tc.mode, err, tc.ok)
+		}
+	}
+}
