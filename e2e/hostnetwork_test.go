@@ -17,36 +17,6 @@ import (
 	"github.com/svcgen/svcgen/verify"
 )
 
-// A NodePort Service with two endpoints on node1: a hostNetwork Pod (its address is
-// the node's own) and an ordinary Pod. Every address is in 198.18.0.0/15.
-const hostNetworkManifests = `apiVersion: v1
-kind: Node
-metadata: {name: node1}
-spec: {podCIDR: 198.18.5.0/24}
-status: {addresses: [{type: InternalIP, address: 198.18.1.1}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: exporter, namespace: mon, labels: {app: exporter}}
-spec: {nodeName: node1, hostNetwork: true, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
-status: {podIP: 198.18.1.1, phase: Running, conditions: [{type: Ready, status: "True"}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: proxy, namespace: mon, labels: {app: exporter}}
-spec: {nodeName: node1, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
-status: {podIP: 198.18.5.5, phase: Running, conditions: [{type: Ready, status: "True"}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: exporter, namespace: mon}
-spec:
-  type: NodePort
-  clusterIP: 198.19.0.10
-  selector: {app: exporter}
-  ports: [{port: 9100, targetPort: metrics, nodePort: 30860}]
-`
-
 // TestHostNetworkEndpointKeepsSource holds the tracers and verify's service map to
 // the kernel where a NodePort's endpoint is the node itself. kube-proxy marks such
 // external traffic for masquerade, but masquerading happens in nat POSTROUTING, which
@@ -58,7 +28,7 @@ func TestHostNetworkEndpointKeepsSource(t *testing.T) {
 	netlab.Require(t)
 	for _, mode := range []compiler.Mode{compiler.IPTables, compiler.NFTables} {
 		t.Run(string(mode), func(t *testing.T) {
-			res := testkit.Compile(t, "hostnetwork.yaml", hostNetworkManifests, pipeline.Settings{Mode: mode})
+			res := testkit.Compile(t, "hostnetwork.yaml", testkit.HostNetworkNodePort, pipeline.Settings{Mode: mode})
 			l := netlab.New(t)
 			node, client := l.NS("node"), l.NS("host")
 			nodeIP, clientIP := netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.77")

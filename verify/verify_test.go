@@ -275,29 +275,7 @@ func TestCheck(t *testing.T) {
 // TestHostNetworkEndpointKeepsSource shows the kernel doing so); the Pod behind a
 // veth is masqueraded.
 func TestHostNetworkEndpoint(t *testing.T) {
-	c, sm := compile(t, `apiVersion: v1
-kind: Node
-metadata: {name: node1}
-spec: {podCIDR: 198.18.5.0/24}
-status: {addresses: [{type: InternalIP, address: 198.18.1.1}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: exporter, namespace: mon, labels: {app: exporter}}
-spec: {nodeName: node1, hostNetwork: true, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
-status: {podIP: 198.18.1.1, phase: Running, conditions: [{type: Ready, status: "True"}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: proxy, namespace: mon, labels: {app: exporter}}
-spec: {nodeName: node1, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
-status: {podIP: 198.18.5.5, phase: Running, conditions: [{type: Ready, status: "True"}]}
----
-apiVersion: v1
-kind: Service
-metadata: {name: exporter, namespace: mon}
-spec: {type: NodePort, clusterIP: 198.19.0.10, selector: {app: exporter}, ports: [{port: 9100, targetPort: metrics, nodePort: 30860}]}
-`)
+	c, sm := compile(t, testkit.HostNetworkNodePort)
 	l := NewLocator(sm, c)
 	for _, tc := range []struct{ src, dst, want string }{
 		{"198.51.100.1", "198.18.1.1:30860", "DNAT 1/2 198.18.1.1:9100; DNAT 1/2 198.18.5.5:9100 masquerade"},

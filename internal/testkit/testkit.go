@@ -138,3 +138,34 @@ func Without(sm *ir.ServiceMap, n, m int) *ir.ServiceMap {
 	}
 	return &out
 }
+
+// HostNetworkNodePort is a NodePort Service (node port 30860, cluster IP 198.19.0.10)
+// with two endpoints on node1 (198.18.1.1): a hostNetwork Pod, whose address is the
+// node's own, and an ordinary Pod at 198.18.5.5. Every address is in 198.18.0.0/15.
+const HostNetworkNodePort = `apiVersion: v1
+kind: Node
+metadata: {name: node1}
+spec: {podCIDR: 198.18.5.0/24}
+status: {addresses: [{type: InternalIP, address: 198.18.1.1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: exporter, namespace: mon, labels: {app: exporter}}
+spec: {nodeName: node1, hostNetwork: true, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
+status: {podIP: 198.18.1.1, phase: Running, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: proxy, namespace: mon, labels: {app: exporter}}
+spec: {nodeName: node1, containers: [{name: c, ports: [{name: metrics, containerPort: 9100}]}]}
+status: {podIP: 198.18.5.5, phase: Running, conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: exporter, namespace: mon}
+spec:
+  type: NodePort
+  clusterIP: 198.19.0.10
+  selector: {app: exporter}
+  ports: [{port: 9100, targetPort: metrics, nodePort: 30860}]
+`
