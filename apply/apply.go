@@ -137,6 +137,11 @@ type SyncOptions struct {
 	// such a sync is refused (ErrWouldEmpty): it is what an empty or wrong input
 	// (a failed kubectl in a pipe, a typo in a kind) looks like.
 	AllowEmpty bool
+	// OtherFamilyHasServices: sm is one family of a dual-stack run whose other family
+	// has Services (IPv4-only Services on a dual-stack node), so a map of this family
+	// with no Service is no sign of a wrong input by itself. It is still refused when
+	// the node has Services' rules of this family, which the sync would delete.
+	OtherFamilyHasServices bool
 }
 
 // ErrWouldEmpty is a sync refused because it would remove every Service's rules.
@@ -198,7 +203,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		}
 	}
 	if !opts.AllowEmpty {
-		if err := wouldEmpty(sm, from); err != nil {
+		if err := wouldEmpty(sm, from, opts.OtherFamilyHasServices); err != nil {
 			return nil, err
 		}
 	}
@@ -386,11 +391,12 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // ErrNoKernelSupport marks a mode the kernel cannot run.
 var ErrNoKernelSupport = errors.New("this kernel cannot run the mode")
 
-// wouldEmpty refuses a map with no Service, and a map that shares no Service with the
-// rules on the node when those hold some: kube-proxy never syncs before its informers
-// have synced, and an empty or wrong input must not wipe a node.
-func wouldEmpty(sm *ir.ServiceMap, from State) error {
-	if len(sm.Services) == 0 {
+// wouldEmpty refuses a map with no Service (unless the run's other family has some:
+// otherFamily), and a map that shares no Service with the rules on the node when those
+// hold some: kube-proxy never syncs before its informers have synced, and an empty or
+// wrong input must not wipe a node, nor one family of a dual-stack node.
+func wouldEmpty(sm *ir.ServiceMap, from State, otherFamily bool) error {
+	if len(sm.Services) == 0 && !otherFamily {
 		return fmt.Errorf("%w: the input has no Service, so the sync would delete every Service's rules on the node; check the input, or give --allow-empty if that is what you want", ErrWouldEmpty)
 	}
 	have := servicesOf(from.View(ViewOptions{}))
@@ -401,6 +407,9 @@ func wouldEmpty(sm *ir.ServiceMap, from State) error {
 		if have[s.Key()] {
 			return nil
 		}
+	}
+	if len(sm.Services) == 0 {
+		return fmt.Errorf("%w: the input has no %s Service and the node has %s rules for %d Services, so the sync would delete every one; check the input, or give --allow-empty", ErrWouldEmpty, sm.Family, sm.Family, len(have))
 	}
 	return fmt.Errorf("%w: the node has rules for %d Services and the input has none of them, so the sync would replace every one; check the input (the right cluster, namespace, node?), or give --allow-empty", ErrWouldEmpty, len(have))
 }

@@ -138,10 +138,6 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if f.watch && len(appliers) > 1 {
-		return usagef("apply --watch keeps one IP family in step (this run has %s): run one per family with --ip-family ipv4 and --ip-family ipv6", ir.FamilyNames(res.Maps))
-	}
-	a := appliers[0]
 	if f.watch {
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -156,23 +152,32 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		unlock() // --watch reads the lock file once, at the start
 		watch.Settle = f.settle
-		current := res.Map
+		current := make([]apply.Update, len(res.Maps))
+		for i, sm := range res.Maps {
+			current[i] = apply.Update{Map: sm}
+		}
 		w := &apply.Watch{
-			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log, AllowEmpty: f.allowEmpty,
+			Appliers: appliers, Paths: paths, Interval: f.interval, Listen: f.listen, Log: appliers[0].Log, AllowEmpty: f.allowEmpty,
 			Settle: f.settle,
 			// The one boundary to the compiler: pipeline.Watch keeps the compiled
-			// state and recompiles only the Services a changed file touches.
-			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, *apply.Hint, error) {
+			// state and recompiles only the Services a changed file touches, and
+			// never changes the run's families.
+			Source: apply.SourceFunc(func(context.Context, []string) ([]apply.Update, error) {
 				up, err := watch.Refresh()
 				if err != nil || up == nil {
-					return current, nil, err
+					for i := range current {
+						current[i].Hint = nil // the maps the appliers loaded last
+					}
+					return current, err
 				}
 				printProblems(stderr, up.Warnings)
-				current = up.Maps[0]
-				if up.Changed == nil {
-					return current, nil, nil
+				for i, sm := range up.Maps {
+					current[i] = apply.Update{Map: sm}
+					if up.Changed != nil {
+						current[i].Hint = &apply.Hint{Since: up.Prevs[i], Changed: up.Changed}
+					}
 				}
-				return current, &apply.Hint{Since: up.Prevs[0], Changed: up.Changed}, nil
+				return current, nil
 			}),
 		}
 		return w.Run(ctx)
@@ -183,9 +188,13 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	}
 	for i, sm := range res.Maps {
 		// A family without Services on a dual-stack node is no sign of a wrong input
-		// when the other family has some (IPv4-only Services on a dual-stack node).
-		allowEmpty := f.allowEmpty || (len(sm.Services) == 0 && services > 0)
-		if err := syncFamily(ctx, appliers[i], sm, allowEmpty, f, stdout, stderr); err != nil {
+		// when the other family has some (IPv4-only Services on a dual-stack node),
+		// unless the node has rules of that family that the sync would delete.
+		other := len(res.Maps) > 1 && services > len(sm.Services)
+		if err := syncFamily(ctx, appliers[i], sm, other, f, stdout, stderr); err != nil {
+			if len(res.Maps) > 1 {
+				return fmt.Errorf("%s: %w", appliers[i].Backend.Name(), err)
+			}
 			return err
 		}
 	}
@@ -196,9 +205,9 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 }
 
 // syncFamily applies one family's service map and reports what it did.
-func syncFamily(ctx context.Context, a *apply.Applier, sm *ir.ServiceMap, allowEmpty bool, f *applyFlags, stdout, stderr io.Writer) error {
+func syncFamily(ctx context.Context, a *apply.Applier, sm *ir.ServiceMap, otherFamily bool, f *applyFlags, stdout, stderr io.Writer) error {
 	backend := a.Backend
-	out, err := a.Sync(ctx, sm, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: allowEmpty})
+	out, err := a.Sync(ctx, sm, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: f.allowEmpty, OtherFamilyHasServices: otherFamily})
 	if err != nil {
 		return err
 	}
