@@ -123,20 +123,25 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	if lockPath == "" {
 		lockPath = apply.DefaultLockPath()
 	}
-	// One applier per family, as kube-proxy runs one proxier per family.
-	appliers := make([]*apply.Applier, len(res.Maps))
-	for i, sm := range res.Maps {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// The families this host supports, as kube-proxy checks them; one applier per
+	// family, as kube-proxy runs one proxier per family.
+	maps, backends, err := onHost(ctx, res, mode, f.wait, stderr)
+	if err != nil {
+		return err
+	}
+	appliers := make([]*apply.Applier, len(maps))
+	for i := range maps {
 		appliers[i] = &apply.Applier{
-			Backend:   mode.Backend(sm.Family, f.wait),
+			Backend:   backends[i],
 			Lock:      &apply.Lock{Path: lockPath, Wait: f.wait},
 			Conntrack: apply.NetlinkConntrack{},
 			Log:       slog.New(slog.NewTextHandler(stderr, nil)),
 			// Skip reading rules that live in nf_tables while its generation stands still.
 			Generation: apply.NFTablesGeneration,
 		}
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	if f.watch {
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -152,8 +157,8 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		unlock() // --watch reads the lock file once, at the start
 		watch.Settle = f.settle
-		current := make([]apply.Update, len(res.Maps))
-		for i, sm := range res.Maps {
+		current := make([]apply.Update, len(maps))
+		for i, sm := range maps {
 			current[i] = apply.Update{Map: sm}
 		}
 		w := &apply.Watch{
@@ -171,10 +176,11 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 					return current, err
 				}
 				printProblems(stderr, up.Warnings)
-				for i, sm := range up.Maps {
-					current[i] = apply.Update{Map: sm}
+				for i := range current {
+					fam := current[i].Map.Family // the host's families, never changed
+					current[i] = apply.Update{Map: mapOf(up.Maps, fam)}
 					if up.Changed != nil {
-						current[i].Hint = &apply.Hint{Since: up.Prevs[i], Changed: up.Changed}
+						current[i].Hint = &apply.Hint{Since: mapOf(up.Prevs, fam), Changed: up.Changed}
 					}
 				}
 				return current, nil
@@ -183,16 +189,16 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		return w.Run(ctx)
 	}
 	services := 0
-	for _, sm := range res.Maps {
+	for _, sm := range maps {
 		services += len(sm.Services)
 	}
-	for i, sm := range res.Maps {
+	for i, sm := range maps {
 		// A family without Services on a dual-stack node is no sign of a wrong input
 		// when the other family has some (IPv4-only Services on a dual-stack node),
 		// unless the node has rules of that family that the sync would delete.
-		other := len(res.Maps) > 1 && services > len(sm.Services)
+		other := len(maps) > 1 && services > len(sm.Services)
 		if err := syncFamily(ctx, appliers[i], sm, other, f, stdout, stderr); err != nil {
-			if len(res.Maps) > 1 {
+			if len(maps) > 1 {
 				return fmt.Errorf("%s: %w", appliers[i].Backend.Name(), err)
 			}
 			return err

@@ -91,6 +91,14 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 			return err
 		}
 		maps, mode = res.Maps, res.Mode
+		m, err := lookupMode(mode)
+		if err != nil {
+			return err
+		}
+		// The kernel's families are those the host supports, as for apply.
+		if maps, _, err = onHost(ctx, res, m, 30*time.Second, stderr); err != nil {
+			return err
+		}
 	} else if err := checkMode(f.mode); err != nil {
 		return err
 	}
