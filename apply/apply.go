@@ -117,6 +117,10 @@ type Applier struct {
 	exact bool
 	// tracked caches whether the backend's rules live in nf_tables (nil: not asked).
 	tracked *bool
+	// moved is the generation move of the last sync's load, when the load's own
+	// commits account for all of it (movedOK; see ownMove).
+	moved   [2]uint32
+	movedOK bool
 	// testHookAfterLoad runs between a load and the generation read after it.
 	testHookAfterLoad func()
 }
@@ -185,6 +189,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		t := time.Now()
 		return func() { *d = time.Since(t) }
 	}
+	a.movedOK = false
 	from := a.state
 	skipped := false
 	switch {
@@ -320,8 +325,26 @@ func (a *Applier) load(ctx context.Context, plan Plan) (State, error) {
 	}
 	if commits := c.Commits(); commits.Sure && g1-g0 == uint32(commits.N) {
 		a.gen, a.exact = g1, true
+		a.moved, a.movedOK = [2]uint32{g0, g1}, g0 != g1
 	}
 	return after, nil
+}
+
+// ownMove is the generation move of the last sync's load when the load's own commits
+// account for all of it: no other program committed between from and to, and what
+// changed is this applier's tables alone.
+func (a *Applier) ownMove() (from, to uint32, ok bool) {
+	return a.moved[0], a.moved[1], a.movedOK
+}
+
+// pass tells the applier that the generation moved from..to by another applier's own
+// load (ownMove) of other tables (another family's, in the same network namespace):
+// if its state was exact at from, it is exact at to, and the next interval need not
+// read it again.
+func (a *Applier) pass(from, to uint32) {
+	if a.exact && a.gen == from {
+		a.gen = to
+	}
 }
 
 // Cleanup removes everything svcgen or kube-proxy made with the backend. With dryRun

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/model"
 )
 
@@ -259,4 +261,63 @@ func TestWatchDualStack(t *testing.T) {
 	if counterOf(t, w, "svcgen_sync_failures_total", "IPv6") == 0 || counterOf(t, w, "svcgen_sync_failures_total", "IPv4") != 0 {
 		t.Errorf("failures by family: IPv4 %v, IPv6 %v", counterOf(t, w, "svcgen_sync_failures_total", "IPv4"), counterOf(t, w, "svcgen_sync_failures_total", "IPv6"))
 	}
+}
+
+// Both families' rules in one nf_tables (one network namespace): a family's own load
+// moves the generation, and the other family, whose tables it did not touch, stays
+// exact, so the interval after a sync that loaded both reads neither. A commit by
+// another program makes both read.
+func TestWatchDualStackGeneration(t *testing.T) {
+	maps := func(v6 ...string) []Update {
+		res := testkit.Compile(t, "dual.yaml", dualInput([]string{"a"}, nil, v6), pipeline.Settings{Mode: compiler.NFTables})
+		var ups []Update
+		for _, sm := range res.Maps {
+			ups = append(ups, Update{Map: sm})
+		}
+		return ups
+	}
+	current := maps("b")
+	fake := NewFakeNFT()
+	var counts []*counting
+	var appliers []*Applier
+	for _, fam := range model.Families {
+		c := &counting{Backend: &NFTables{IPv6: fam == model.IPv6, StageAbove: DefaultStageAbove, Kernel: fake}}
+		counts = append(counts, c)
+		appliers = append(appliers, &Applier{Backend: c, Generation: fake.Generation})
+	}
+	w := &Watch{Appliers: appliers, Interval: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Source: SourceFunc(func(context.Context, []string) ([]Update, error) { return current, nil })}
+	w.metrics = newMetrics()
+	ctx := context.Background()
+	reads := func() [2]int { return [2]int{counts[0].reads, counts[1].reads} }
+	interval := func(what string, want [2]int) {
+		t.Helper()
+		before := reads()
+		w.sync(ctx, "interval", nil)
+		if err := w.healthy(); err != nil {
+			t.Fatal(err)
+		}
+		if got := reads(); got[0]-before[0] != want[0] || got[1]-before[1] != want[1] {
+			t.Errorf("%s: the interval read IPv4 %d times and IPv6 %d times, want %v", what, got[0]-before[0], got[1]-before[1], want)
+		}
+	}
+	w.sync(ctx, "start", nil)
+	if fake.Table("ip") == nil || fake.Table("ip6") == nil {
+		t.Fatal("the first sync did not load both tables")
+	}
+	interval("after the first sync", [2]int{0, 0})
+	interval("again", [2]int{0, 0})
+
+	// A change of both families (a dual-stack Service added) loads both; then no reads.
+	res := testkit.Compile(t, "dual.yaml", dualInput([]string{"a", "d"}, nil, []string{"b"}), pipeline.Settings{Mode: compiler.NFTables})
+	current = []Update{{Map: res.Maps[0]}, {Map: res.Maps[1]}}
+	w.sync(ctx, "change", nil)
+	interval("after a change of both families", [2]int{0, 0})
+
+	// Another program's commit (a chain added and deleted again): both read, once.
+	if err := fake.Run(ctx, []byte("add chain ip kube-proxy other\ndelete chain ip kube-proxy other\n")); err != nil {
+		t.Fatal(err)
+	}
+	interval("after another program's commit", [2]int{1, 1})
+	interval("and then", [2]int{0, 0})
 }

@@ -58,7 +58,11 @@ kernel has IPVS.
 Two applies in one network namespace wait for each other (a lock file, at most --wait);
 the xtables lock is waited for at most --wait as well.
 
---watch keeps the rules in step: it syncs when an input file changes and every
+A dual-stack run loads both families (iptables and ip6tables; both nftables tables),
+of those this host supports as kube-proxy checks them: a family left out (no
+ip6tables, IPv6 disabled) is a warning.
+
+--watch keeps the rules (of every family) in step: it syncs when an input file changes and every
 --interval (then reading the kernel again, so rules changed by hand are put back), logs
 each sync with its duration, and serves /healthz and Prometheus /metrics on --listen.
 Rules that live in nf_tables (nftables mode, and iptables mode on iptables-nft) are
