@@ -220,11 +220,12 @@ func TestApplyDualStack(t *testing.T) {
 			}
 		})
 	}
+	n.t = t
 	if t.Failed() {
 		return
 	}
-	n.t = t
 	t.Run("watch", func(t *testing.T) { n.t = t; n.watchBoth() })
+	n.t = t
 
 	// A host without IPv6: kube-proxy runs single-stack, and so does apply.
 	n.l.In(n.c.node, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")

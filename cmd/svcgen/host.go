@@ -76,11 +76,22 @@ func primaryFamily(res *pipeline.Result) model.IPFamily {
 // cleanable leaves out the cleaners whose family this host cannot program (no
 // ip6tables, say): nothing of theirs can be there to remove, and reading would fail.
 // A family the kernel has disabled IPv6 for is still cleaned: its rules may remain.
+// When no cleaner can run (not root, say), every one is kept, so that cleanup fails
+// with what the tools say instead of passing over everything.
 func cleanable(ctx context.Context, cs []apply.Cleaner, stderr io.Writer) []apply.Cleaner {
+	why := make([]error, len(cs))
+	canRun := false
+	for i, c := range cs {
+		why[i] = apply.Unsupported(ctx, c)
+		canRun = canRun || why[i] == nil
+	}
+	if !canRun {
+		return cs
+	}
 	var out []apply.Cleaner
-	for _, c := range cs {
-		if err := apply.Unsupported(ctx, c); err != nil {
-			fmt.Fprintf(stderr, "%s: passed over: %v\n", c.Name(), err)
+	for i, c := range cs {
+		if why[i] != nil {
+			fmt.Fprintf(stderr, "%s: passed over: %v\n", c.Name(), why[i])
 			continue
 		}
 		out = append(out, c)
