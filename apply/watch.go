@@ -95,7 +95,7 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "svcgen_sync_duration_seconds",
-			Help:    "Time one sync took: compile, read, plan, load, conntrack.",
+			Help:    "Time one family's sync took: read, plan, load, conntrack (and the compile, with the first family's).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"family", "reason", "result"}),
 		rules: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -194,7 +194,11 @@ func (w *Watch) Run(ctx context.Context) error {
 
 // sync runs one compile and applies each family's map, with logging and metrics.
 // The sync succeeds when every family's does; /healthz reports the first failure.
+// When the inputs cannot be compiled (a file that does not parse), the last good maps
+// are loaded still, so that drift is repaired, and the inputs' error is the sync's:
+// /healthz reports it until the inputs are mended.
 func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
+	start := time.Now() // the compile, which serves every family, counts with the first
 	ups, srcErr := w.Source.ServiceMaps(ctx, changed)
 	if len(ups) != len(w.Appliers) {
 		// No map to load (the first compile failed), or not one per family.
@@ -202,7 +206,7 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 		if err == nil {
 			err = fmt.Errorf("the inputs gave %d IP families, and the watch keeps %d", len(ups), len(w.Appliers))
 		}
-		w.record("", reason, 0, nil, err)
+		w.record("", reason, time.Since(start), nil, err)
 		w.mu.Lock()
 		w.lastErr = err
 		w.mu.Unlock()
@@ -217,7 +221,9 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 		if srcErr != nil {
 			up.Hint = nil
 		}
-		start := time.Now()
+		if i > 0 {
+			start = time.Now()
+		}
 		res, err := w.Appliers[i].Sync(ctx, up.Map, SyncOptions{Reread: reason != "change", Hint: up.Hint,
 			AllowEmpty: w.AllowEmpty, OtherFamilyHasServices: len(ups) > 1 && services > len(up.Map.Services)})
 		if err == nil && srcErr != nil {
