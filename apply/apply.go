@@ -246,6 +246,31 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 	return res, nil
 }
 
+// Check reads the kernel's state as Sync does and refuses, changing nothing, a map the
+// empty-input guard refuses (ErrWouldEmpty; see SyncOptions.AllowEmpty). The state is
+// remembered: a Sync with Reread that follows reads the kernel again only when nf_tables'
+// generation moved since. A dual-stack apply checks every family before it loads any,
+// so that a family refused leaves the other family's rules as they were too.
+func (a *Applier) Check(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions) error {
+	if opts.AllowEmpty {
+		return nil
+	}
+	if a.Lock != nil {
+		release, err := a.Lock.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	from, err := a.read(ctx)
+	if err != nil {
+		a.Forget()
+		return fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
+	}
+	a.state = from
+	return wouldEmpty(sm, from, opts.OtherFamilyHasServices)
+}
+
 // Forget drops the remembered state: the next sync reads the kernel.
 func (a *Applier) Forget() { a.state, a.exact = nil, false }
 
@@ -330,20 +355,21 @@ func (a *Applier) load(ctx context.Context, plan Plan) (State, error) {
 	return after, nil
 }
 
-// ownMove is the generation move of the last sync's load when the load's own commits
-// account for all of it: no other program committed between from and to, and what
-// changed is this applier's tables alone.
-func (a *Applier) ownMove() (from, to uint32, ok bool) {
-	return a.moved[0], a.moved[1], a.movedOK
-}
-
-// pass tells the applier that the generation moved from..to by another applier's own
-// load (ownMove) of other tables (another family's, in the same network namespace):
-// if its state was exact at from, it is exact at to, and the next interval need not
-// read it again.
-func (a *Applier) pass(from, to uint32) {
-	if a.exact && a.gen == from {
-		a.gen = to
+// Share tells the appliers of the run's other families (others may include a itself)
+// about a's last sync: when its load's own commits account for the whole move of the
+// generation, no other program committed meanwhile, and what changed is a's tables
+// alone; so an applier whose state was exact before that move is exact after it, and
+// its next interval need not read the kernel again. (Both families' rules live in one
+// network namespace's nf_tables, in tables of their own.)
+func (a *Applier) Share(others []*Applier) {
+	if !a.movedOK {
+		return
+	}
+	from, to := a.moved[0], a.moved[1]
+	for _, o := range others {
+		if o != a && o.exact && o.gen == from {
+			o.gen = to
+		}
 	}
 }
 

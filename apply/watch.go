@@ -233,16 +233,8 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 			err = fmt.Errorf("%s: %w", up.Map.Family, err)
 		}
 		w.record(string(up.Map.Family), reason, time.Since(start), res, err)
-		// The families' rules are in tables of their own: a load that accounts for
-		// the whole move of the generation leaves the other families' rules as they
-		// were, so they stay exact (and the next interval does not read them).
-		if from, to, ok := w.Appliers[i].ownMove(); ok {
-			for j, other := range w.Appliers {
-				if j != i {
-					other.pass(from, to)
-				}
-			}
-		}
+		w.Appliers[i].Share(w.Appliers) // the other families stay exact
+
 		if firstErr == nil {
 			firstErr = err
 		}

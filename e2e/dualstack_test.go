@@ -315,8 +315,11 @@ func (n *dualNode) watchBoth() {
 // --allow-empty.
 func TestApplyDualStackEmptyFamily(t *testing.T) {
 	n := newDualNode(t).node
-	n.apply()
-	before := n.l.In(n.c.node, "ip6tables-save")
+	stderr := n.apply()
+	if !strings.Contains(stderr, "ip6tables: ") {
+		t.Fatalf("the dual-stack apply:\n%s", stderr)
+	}
+	before, before4 := n.l.In(n.c.node, "ip6tables-save"), n.l.In(n.c.node, "iptables-save")
 	v4only := strings.NewReplacer("ipFamilyPolicy: RequireDualStack", "ipFamilyPolicy: SingleStack\n  ipFamilies: [IPv4]",
 		`clusterIPs: [198.19.0.10, "fd00:198:19::10"]`, "clusterIPs: [198.19.0.10]").Replace(dualCluster)
 	v4only = v4only[:strings.Index(v4only, "---\napiVersion: v1\nkind: Service\nmetadata: {name: api")]
@@ -331,6 +334,11 @@ func TestApplyDualStackEmptyFamily(t *testing.T) {
 	}
 	if got := n.l.In(n.c.node, "ip6tables-save"); stripCounters(got) != stripCounters(before) {
 		t.Errorf("the refused apply changed the IPv6 rules:\n%s", got)
+	}
+	// Nor the IPv4 rules, though the IPv4 part of the input alone would pass: every
+	// family is checked before any is loaded.
+	if got := n.l.In(n.c.node, "iptables-save"); stripCounters(got) != stripCounters(before4) {
+		t.Errorf("the refused apply changed the IPv4 rules:\n%s", got)
 	}
 	if _, stderr, err := n.svcgen("apply", "-f", file, "--apply-lock", n.lock, "--allow-empty"); err != nil {
 		t.Fatalf("--allow-empty: %v\n%s", err, stderr)

@@ -196,17 +196,37 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	for _, sm := range maps {
 		services += len(sm.Services)
 	}
+	opts := make([]apply.SyncOptions, len(maps))
 	for i, sm := range maps {
 		// A family without Services on a dual-stack node is no sign of a wrong input
 		// when the other family has some (IPv4-only Services on a dual-stack node),
 		// unless the node has rules of that family that the sync would delete.
-		other := len(maps) > 1 && services > len(sm.Services)
-		if err := syncFamily(ctx, appliers[i], sm, other, f, stdout, stderr); err != nil {
+		opts[i] = apply.SyncOptions{
+			Full:                   f.full,
+			DryRun:                 f.dryRun,
+			AllowEmpty:             f.allowEmpty,
+			OtherFamilyHasServices: len(maps) > 1 && services > len(sm.Services),
+			Reread:                 true, // after a Check, only if nf_tables' generation moved
+		}
+	}
+	// Every family passes the empty-input guard before any is loaded: a family
+	// refused leaves the other one as it was.
+	for i, sm := range maps {
+		if len(maps) == 1 {
+			break // Sync checks it
+		}
+		if err := appliers[i].Check(ctx, sm, opts[i]); err != nil {
+			return fmt.Errorf("%s: %w", appliers[i].Backend.Name(), err)
+		}
+	}
+	for i, sm := range maps {
+		if err := syncFamily(ctx, appliers[i], sm, opts[i], stdout, stderr); err != nil {
 			if len(maps) > 1 {
 				return fmt.Errorf("%s: %w", appliers[i].Backend.Name(), err)
 			}
 			return err
 		}
+		appliers[i].Share(appliers) // the next family need not read again
 	}
 	if f.lock != "" && !f.dryRun {
 		return writeLock(f.lock, res.Lock)
@@ -215,13 +235,13 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 }
 
 // syncFamily applies one family's service map and reports what it did.
-func syncFamily(ctx context.Context, a *apply.Applier, sm *ir.ServiceMap, otherFamily bool, f *applyFlags, stdout, stderr io.Writer) error {
+func syncFamily(ctx context.Context, a *apply.Applier, sm *ir.ServiceMap, opts apply.SyncOptions, stdout, stderr io.Writer) error {
 	backend := a.Backend
-	out, err := a.Sync(ctx, sm, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: f.allowEmpty, OtherFamilyHasServices: otherFamily})
+	out, err := a.Sync(ctx, sm, opts)
 	if err != nil {
 		return err
 	}
-	if f.dryRun {
+	if opts.DryRun {
 		stdout.Write(out.Diff)
 		if !out.Changed {
 			fmt.Fprintf(stderr, "%s: no changes\n", backend.Name())
