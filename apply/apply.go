@@ -117,6 +117,10 @@ type Applier struct {
 	exact bool
 	// tracked caches whether the backend's rules live in nf_tables (nil: not asked).
 	tracked *bool
+	// moved is the generation move of the last sync's load, when the load's own
+	// commits account for all of it (movedOK; see ownMove).
+	moved   [2]uint32
+	movedOK bool
 	// testHookAfterLoad runs between a load and the generation read after it.
 	testHookAfterLoad func()
 }
@@ -137,6 +141,11 @@ type SyncOptions struct {
 	// such a sync is refused (ErrWouldEmpty): it is what an empty or wrong input
 	// (a failed kubectl in a pipe, a typo in a kind) looks like.
 	AllowEmpty bool
+	// OtherFamilyHasServices: sm is one family of a dual-stack run whose other family
+	// has Services (IPv4-only Services on a dual-stack node), so a map of this family
+	// with no Service is no sign of a wrong input by itself. It is still refused when
+	// the node has Services' rules of this family, which the sync would delete.
+	OtherFamilyHasServices bool
 }
 
 // ErrWouldEmpty is a sync refused because it would remove every Service's rules.
@@ -180,6 +189,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		t := time.Now()
 		return func() { *d = time.Since(t) }
 	}
+	a.movedOK = false
 	from := a.state
 	skipped := false
 	switch {
@@ -198,7 +208,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		}
 	}
 	if !opts.AllowEmpty {
-		if err := wouldEmpty(sm, from); err != nil {
+		if err := wouldEmpty(sm, from, opts.OtherFamilyHasServices); err != nil {
 			return nil, err
 		}
 	}
@@ -234,6 +244,31 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 	}
 	res.Took, res.Steps = time.Since(start), steps
 	return res, nil
+}
+
+// Check reads the kernel's state as Sync does and refuses, changing nothing, a map the
+// empty-input guard refuses (ErrWouldEmpty; see SyncOptions.AllowEmpty). The state is
+// remembered: a Sync with Reread that follows reads the kernel again only when nf_tables'
+// generation moved since. A dual-stack apply checks every family before it loads any,
+// so that a family refused leaves the other family's rules as they were too.
+func (a *Applier) Check(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions) error {
+	if opts.AllowEmpty {
+		return nil
+	}
+	if a.Lock != nil {
+		release, err := a.Lock.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	from, err := a.read(ctx)
+	if err != nil {
+		a.Forget()
+		return fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
+	}
+	a.state = from
+	return wouldEmpty(sm, from, opts.OtherFamilyHasServices)
 }
 
 // Forget drops the remembered state: the next sync reads the kernel.
@@ -315,8 +350,27 @@ func (a *Applier) load(ctx context.Context, plan Plan) (State, error) {
 	}
 	if commits := c.Commits(); commits.Sure && g1-g0 == uint32(commits.N) {
 		a.gen, a.exact = g1, true
+		a.moved, a.movedOK = [2]uint32{g0, g1}, g0 != g1
 	}
 	return after, nil
+}
+
+// Share tells the appliers of the run's other families (others may include a itself)
+// about a's last sync: when its load's own commits account for the whole move of the
+// generation, no other program committed meanwhile, and what changed is a's tables
+// alone; so an applier whose state was exact before that move is exact after it, and
+// its next interval need not read the kernel again. (Both families' rules live in one
+// network namespace's nf_tables, in tables of their own.)
+func (a *Applier) Share(others []*Applier) {
+	if !a.movedOK {
+		return
+	}
+	from, to := a.moved[0], a.moved[1]
+	for _, o := range others {
+		if o != a && o.exact && o.gen == from {
+			o.gen = to
+		}
+	}
 }
 
 // Cleanup removes everything svcgen or kube-proxy made with the backend. With dryRun
@@ -386,11 +440,12 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // ErrNoKernelSupport marks a mode the kernel cannot run.
 var ErrNoKernelSupport = errors.New("this kernel cannot run the mode")
 
-// wouldEmpty refuses a map with no Service, and a map that shares no Service with the
-// rules on the node when those hold some: kube-proxy never syncs before its informers
-// have synced, and an empty or wrong input must not wipe a node.
-func wouldEmpty(sm *ir.ServiceMap, from State) error {
-	if len(sm.Services) == 0 {
+// wouldEmpty refuses a map with no Service (unless the run's other family has some:
+// otherFamily), and a map that shares no Service with the rules on the node when those
+// hold some: kube-proxy never syncs before its informers have synced, and an empty or
+// wrong input must not wipe a node, nor one family of a dual-stack node.
+func wouldEmpty(sm *ir.ServiceMap, from State, otherFamily bool) error {
+	if len(sm.Services) == 0 && !otherFamily {
 		return fmt.Errorf("%w: the input has no Service, so the sync would delete every Service's rules on the node; check the input, or give --allow-empty if that is what you want", ErrWouldEmpty)
 	}
 	have := servicesOf(from.View(ViewOptions{}))
@@ -401,6 +456,9 @@ func wouldEmpty(sm *ir.ServiceMap, from State) error {
 		if have[s.Key()] {
 			return nil
 		}
+	}
+	if len(sm.Services) == 0 {
+		return fmt.Errorf("%w: the input has no %s Service and the node has %s rules for %d Services, so the sync would delete every one; check the input, or give --allow-empty", ErrWouldEmpty, sm.Family, sm.Family, len(have))
 	}
 	return fmt.Errorf("%w: the node has rules for %d Services and the input has none of them, so the sync would replace every one; check the input (the right cluster, namespace, node?), or give --allow-empty", ErrWouldEmpty, len(have))
 }

@@ -13,6 +13,7 @@ import (
 	iptrules "github.com/svcgen/svcgen/iptables/rules"
 	iptsyntax "github.com/svcgen/svcgen/iptables/syntax"
 	"github.com/svcgen/svcgen/ir"
+	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/ruleview"
 )
 
@@ -249,6 +250,54 @@ func TestRefusesToEmptyTheNode(t *testing.T) {
 		}
 	}
 	if _, err := ap.Sync(ctx, &empty, SyncOptions{Reread: true, AllowEmpty: true}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(fake.Text(), "KUBE-SVC-") {
+		t.Error("--allow-empty kept Service chains")
+	}
+}
+
+// One family of a dual-stack run with no Service of its own: loaded when the node has
+// no Services' rules of that family (IPv4-only Services on a dual-stack node), refused
+// when it has some, which the sync would delete, unless allowed.
+func TestRefusesToEmptyOneFamily(t *testing.T) {
+	res := testkit.Compile(t, "dual.yaml", dualInput(nil, []string{"a"}, []string{"b"}), pipeline.Settings{})
+	v6 := res.MapOf(model.IPv6)
+	empty := *v6
+	empty.Services = nil
+	ctx := context.Background()
+	newApplier := func() (*Applier, *FakeIPTables) {
+		backend, fake := fakeBackend(t, otherTool, 0)
+		backend.IPv6 = true
+		return &Applier{Backend: backend}, fake
+	}
+
+	// A node without IPv6 Services' rules: kube-proxy's fixed chains are loaded.
+	ap, fake := newApplier()
+	if _, err := ap.Sync(ctx, &empty, SyncOptions{}); !errors.Is(err, ErrWouldEmpty) {
+		t.Errorf("an empty single-family input: %v, want refused", err)
+	}
+	if _, err := ap.Sync(ctx, &empty, SyncOptions{OtherFamilyHasServices: true}); err != nil {
+		t.Fatalf("no IPv6 Service on a node without IPv6 rules: %v", err)
+	}
+	if !strings.Contains(fake.Text(), ":KUBE-SERVICES") {
+		t.Error("the fixed chains were not loaded")
+	}
+
+	// A node with IPv6 Services' rules: refused, nothing changed; --allow-empty loads.
+	ap, fake = newApplier()
+	if _, err := ap.Sync(ctx, v6, SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.Text()
+	_, err := ap.Sync(ctx, &empty, SyncOptions{Reread: true, OtherFamilyHasServices: true})
+	if !errors.Is(err, ErrWouldEmpty) || !strings.Contains(err.Error(), "the input has no IPv6 Service and the node has IPv6 rules for 1 Services") {
+		t.Errorf("emptying the IPv6 rules: %v, want refused", err)
+	}
+	if fake.Text() != before {
+		t.Error("the refused sync changed the node")
+	}
+	if _, err := ap.Sync(ctx, &empty, SyncOptions{Reread: true, OtherFamilyHasServices: true, AllowEmpty: true}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(fake.Text(), "KUBE-SVC-") {

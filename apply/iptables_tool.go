@@ -33,6 +33,10 @@ type IPTablesTool interface {
 	// EnsureCounters makes the nfacct counters that rules name, keeping those that
 	// exist, as kube-proxy does before each restore.
 	EnsureCounters(ctx context.Context, names []string) error
+	// Present says why the tool cannot be used on this host (nil: it can), as
+	// kube-proxy asks before it runs a proxier of the family: the nat table's
+	// POSTROUTING chain can be listed.
+	Present(ctx context.Context) error
 }
 
 // execIPTables runs the tools of the node: iptables-save and iptables-restore (or the
@@ -49,6 +53,12 @@ func (t execIPTables) Save(ctx context.Context) ([]byte, error) {
 func (t execIPTables) Restore(ctx context.Context, payload []byte) error {
 	wait := max(1, int((t.wait+time.Second-1)/time.Second))
 	_, err := runTool(ctx, payload, t.name+"-restore", "--noflush", "--wait", strconv.Itoa(wait), "--wait-interval", "100000")
+	return err
+}
+
+func (t execIPTables) Present(ctx context.Context) error {
+	wait := max(1, int((t.wait+time.Second-1)/time.Second))
+	_, err := runTool(ctx, nil, t.name, "--wait", strconv.Itoa(wait), "-t", "nat", "-n", "-L", "POSTROUTING")
 	return err
 }
 
@@ -100,6 +110,8 @@ type FakeIPTables struct {
 	Restores int
 	// Counters are the nfacct counters that exist; a rule naming another is refused.
 	Counters map[string]bool
+	// Absent, when set, is why the tool cannot be used here (Present returns it).
+	Absent error
 }
 
 // NewFakeIPTables starts from the ruleset text (iptables-save form; "" for empty
@@ -113,6 +125,8 @@ func NewFakeIPTables(text string) (*FakeIPTables, error) {
 }
 
 func (f *FakeIPTables) InNFTables() bool { return true }
+
+func (f *FakeIPTables) Present(context.Context) error { return f.Absent }
 
 func (f *FakeIPTables) EnsureCounters(_ context.Context, names []string) error {
 	f.mu.Lock()

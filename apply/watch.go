@@ -19,20 +19,28 @@ import (
 	"github.com/svcgen/svcgen/ir"
 )
 
-// Source gives the service map to apply: the one function boundary between --watch and
-// the compiler. changed lists the input files the watcher saw change since the last
-// call (nil when unknown, as on the first call and on every interval). svcgen apply
-// gives pipeline.Watch, which keeps the compiled state and recompiles only what the
-// changed files touch (it finds them itself), and passes on which Services that
-// touched as the hint (nil when it does not know); a full recompile works the same way.
+// Source gives the service maps to apply, one per IP family of the run: the one
+// function boundary between --watch and the compiler. changed lists the input files
+// the watcher saw change since the last call (nil when unknown, as on the first call
+// and on every interval). svcgen apply gives pipeline.Watch, which keeps the compiled
+// state and recompiles only what the changed files touch (it finds them itself), and
+// passes on which Services that touched as each family's hint (nil when it does not
+// know); a full recompile works the same way. The families never change during a
+// watch (pipeline.Watch refuses a change of families).
 type Source interface {
-	ServiceMap(ctx context.Context, changed []string) (*ir.ServiceMap, *Hint, error)
+	ServiceMaps(ctx context.Context, changed []string) ([]Update, error)
+}
+
+// Update is one family's service map, and what an incremental compiler knows of it.
+type Update struct {
+	Map  *ir.ServiceMap
+	Hint *Hint
 }
 
 // SourceFunc adapts a function to Source.
-type SourceFunc func(ctx context.Context, changed []string) (*ir.ServiceMap, *Hint, error)
+type SourceFunc func(ctx context.Context, changed []string) ([]Update, error)
 
-func (f SourceFunc) ServiceMap(ctx context.Context, changed []string) (*ir.ServiceMap, *Hint, error) {
+func (f SourceFunc) ServiceMaps(ctx context.Context, changed []string) ([]Update, error) {
 	return f(ctx, changed)
 }
 
@@ -40,9 +48,13 @@ func (f SourceFunc) ServiceMap(ctx context.Context, changed []string) (*ir.Servi
 // changes and on every interval (then reading the kernel again, so rules changed by
 // hand are put back; with the Applier's Generation, only when nf_tables' ruleset
 // generation moved since the rules it holds were exact), logs each sync with its
-// duration, and serves /healthz and /metrics.
+// duration, and serves /healthz and /metrics. A dual-stack run keeps both families in
+// step: each sync applies every family's map with that family's Applier (each with its
+// own remembered state and generation), and logs and counts each family on its own.
 type Watch struct {
-	Applier  *Applier
+	// Appliers are one per IP family of the run, in the order of the Source's maps, as
+	// kube-proxy runs one proxier per family.
+	Appliers []*Applier
 	Source   Source
 	Paths    []string // the input files and folders to watch
 	Interval time.Duration
@@ -64,49 +76,52 @@ type Watch struct {
 	lastErr error
 }
 
+// metrics are labelled with the family ("IPv4", "IPv6") each sync was of; the time of
+// the last successful sync is the last at which every family succeeded.
 type metrics struct {
 	reg        *prometheus.Registry
 	duration   *prometheus.HistogramVec
-	rules      prometheus.Gauge
-	rulesTotal prometheus.Counter
+	rules      *prometheus.GaugeVec
+	rulesTotal *prometheus.CounterVec
 	lastOK     prometheus.Gauge
-	failures   prometheus.Counter
-	conntrack  prometheus.Counter
-	skipped    prometheus.Counter
+	failures   *prometheus.CounterVec
+	conntrack  *prometheus.CounterVec
+	skipped    *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
+	family := []string{"family"}
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "svcgen_sync_duration_seconds",
-			Help:    "Time one sync took: compile, read, plan, load, conntrack.",
+			Help:    "Time one family's sync took: read, plan, load, conntrack (and the compile, with the first family's).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}, []string{"reason", "result"}),
-		rules: prometheus.NewGauge(prometheus.GaugeOpts{
+		}, []string{"family", "reason", "result"}),
+		rules: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "svcgen_sync_rules_written",
 			Help: "Rules written by the last sync that loaded anything.",
-		}),
-		rulesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+		}, family),
+		rulesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svcgen_rules_written_total",
 			Help: "Rules written by every sync.",
-		}),
+		}, family),
 		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "svcgen_last_sync_success_timestamp_seconds",
 			Help: "Unix time of the last successful sync.",
 		}),
-		failures: prometheus.NewCounter(prometheus.CounterOpts{
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svcgen_sync_failures_total",
 			Help: "Syncs that failed (the kernel keeps the rules it had).",
-		}),
-		conntrack: prometheus.NewCounter(prometheus.CounterOpts{
+		}, family),
+		conntrack: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svcgen_conntrack_entries_flushed_total",
 			Help: "Stale UDP conntrack entries deleted.",
-		}),
-		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+		}, family),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svcgen_kernel_reads_skipped_total",
 			Help: "Syncs that did not read the kernel's rules because nf_tables' ruleset generation had not moved.",
-		}),
+		}, family),
 	}
 	m.reg.MustRegister(m.duration, m.rules, m.rulesTotal, m.lastOK, m.failures, m.conntrack, m.skipped)
 	return m
@@ -177,33 +192,84 @@ func (w *Watch) Run(ctx context.Context) error {
 	}
 }
 
-// sync runs one compile and apply, with logging and metrics.
+// sync runs one compile and applies each family's map, with logging and metrics.
+// The sync succeeds when every family's does; /healthz reports the first failure.
+// When the inputs cannot be compiled (a file that does not parse), the last good maps
+// are loaded still, so that drift is repaired, and the inputs' error is the sync's:
+// /healthz reports it until the inputs are mended.
 func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
-	start := time.Now()
-	res, err := w.syncOnce(ctx, reason, changed)
-	took := time.Since(start)
-	result := "ok"
+	start := time.Now() // the compile, which serves every family, counts with the first
+	ups, srcErr := w.Source.ServiceMaps(ctx, changed)
+	if len(ups) != len(w.Appliers) {
+		// No map to load (the first compile failed), or not one per family.
+		err := srcErr
+		if err == nil {
+			err = fmt.Errorf("the inputs gave %d IP families, and the watch keeps %d", len(ups), len(w.Appliers))
+		}
+		w.record("", reason, time.Since(start), nil, err)
+		w.mu.Lock()
+		w.lastErr = err
+		w.mu.Unlock()
+		return
+	}
+	services := 0
+	for _, up := range ups {
+		services += len(up.Map.Services)
+	}
+	var firstErr error
+	for i, up := range ups {
+		if srcErr != nil {
+			up.Hint = nil
+		}
+		if i > 0 {
+			start = time.Now()
+		}
+		res, err := w.Appliers[i].Sync(ctx, up.Map, SyncOptions{Reread: reason != "change", Hint: up.Hint,
+			AllowEmpty: w.AllowEmpty, OtherFamilyHasServices: len(ups) > 1 && services > len(up.Map.Services)})
+		if err == nil && srcErr != nil {
+			err = fmt.Errorf("the inputs cannot be compiled, so the rules of the last good ones stay: %w", srcErr)
+		}
+		if err != nil && len(ups) > 1 {
+			err = fmt.Errorf("%s: %w", up.Map.Family, err)
+		}
+		w.record(string(up.Map.Family), reason, time.Since(start), res, err)
+		w.Appliers[i].Share(w.Appliers) // the other families stay exact
+
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if firstErr != nil {
+		w.lastErr = firstErr
+		return
+	}
+	w.lastOK, w.lastErr = time.Now(), nil
+	w.metrics.lastOK.Set(float64(w.lastOK.UnixNano()) / 1e9)
+}
+
+// record logs and counts one family's sync.
+func (w *Watch) record(family, reason string, took time.Duration, res *Result, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	result := "ok"
 	if err != nil {
 		result = "error"
-		w.lastErr = err
-		w.metrics.failures.Inc()
-		w.Log.Error("sync failed", "reason", reason, "took", took.Round(time.Microsecond), "err", err)
+		w.metrics.failures.WithLabelValues(family).Inc()
+		w.Log.Error("sync failed", "family", family, "reason", reason, "took", took.Round(time.Microsecond), "err", err)
 	} else {
-		w.lastOK, w.lastErr = time.Now(), nil
-		w.metrics.lastOK.Set(float64(w.lastOK.UnixNano()) / 1e9)
 		if res.Changed {
-			w.metrics.rules.Set(float64(res.Summary.Rules))
+			w.metrics.rules.WithLabelValues(family).Set(float64(res.Summary.Rules))
 		}
-		w.metrics.rulesTotal.Add(float64(res.Summary.Rules))
-		w.metrics.conntrack.Add(float64(res.ConntrackFlushed))
+		w.metrics.rulesTotal.WithLabelValues(family).Add(float64(res.Summary.Rules))
+		w.metrics.conntrack.WithLabelValues(family).Add(float64(res.ConntrackFlushed))
 		read := any(res.Steps.Read.Round(time.Microsecond))
 		if res.ReadSkipped {
-			w.metrics.skipped.Inc()
+			w.metrics.skipped.WithLabelValues(family).Inc()
 			read = "skipped" // the nf_tables generation had not moved
 		}
-		attrs := []any{"reason", reason, "took", took.Round(time.Microsecond), "changed", res.Changed,
+		attrs := []any{"family", family, "reason", reason, "took", took.Round(time.Microsecond), "changed", res.Changed,
 			"read", read, "plan", res.Steps.Plan.Round(time.Microsecond),
 			"load", res.Steps.Load.Round(time.Microsecond)}
 		if res.Changed {
@@ -217,25 +283,7 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 		}
 		w.Log.Info("sync", attrs...)
 	}
-	w.metrics.duration.WithLabelValues(reason, result).Observe(took.Seconds())
-}
-
-// syncOnce compiles and loads. When the inputs cannot be compiled (a file that does not
-// parse), the last good map is loaded still, so that drift is repaired, and the
-// inputs' error is the sync's: /healthz reports it until the inputs are mended.
-func (w *Watch) syncOnce(ctx context.Context, reason string, changed []string) (*Result, error) {
-	sm, hint, srcErr := w.Source.ServiceMap(ctx, changed)
-	if sm == nil {
-		return nil, srcErr
-	}
-	if srcErr != nil {
-		hint = nil
-	}
-	res, err := w.Applier.Sync(ctx, sm, SyncOptions{Reread: reason != "change", Hint: hint, AllowEmpty: w.AllowEmpty})
-	if err == nil && srcErr != nil {
-		err = fmt.Errorf("the inputs cannot be compiled, so the rules of the last good ones stay: %w", srcErr)
-	}
-	return res, err
+	w.metrics.duration.WithLabelValues(family, reason, result).Observe(took.Seconds())
 }
 
 // unsettled is how much longer to wait for the files paths to have gone unchanged for

@@ -426,9 +426,9 @@ func TestApplyWatch(t *testing.T) {
 	// nf_tables generation stood still); on iptables-legacy every interval reads.
 	if strings.Contains(n.l.In(n.c.node, "iptables", "-V"), "nf_tables") {
 		waitLog("an interval that skips the read", func(l string) bool {
-			return strings.Contains(l, "reason=interval") && strings.Contains(l, "read=skipped") && strings.Contains(l, "changed=false")
+			return strings.Contains(l, "family=IPv4 reason=interval") && strings.Contains(l, "read=skipped") && strings.Contains(l, "changed=false")
 		})
-		if _, body := get("/metrics"); !strings.Contains(body, "svcgen_kernel_reads_skipped_total") || strings.Contains(body, "svcgen_kernel_reads_skipped_total 0\n") {
+		if _, body := get("/metrics"); !strings.Contains(body, "svcgen_kernel_reads_skipped_total") || strings.Contains(body, `svcgen_kernel_reads_skipped_total{family="IPv4"} 0`+"\n") {
 			t.Errorf("/metrics counts no skipped read:\n%s", body)
 		}
 	}

@@ -58,7 +58,11 @@ kernel has IPVS.
 Two applies in one network namespace wait for each other (a lock file, at most --wait);
 the xtables lock is waited for at most --wait as well.
 
---watch keeps the rules in step: it syncs when an input file changes and every
+A dual-stack run loads both families (iptables and ip6tables; both nftables tables),
+of those this host supports as kube-proxy checks them: a family left out (no
+ip6tables, IPv6 disabled) is a warning.
+
+--watch keeps the rules (of every family) in step: it syncs when an input file changes and every
 --interval (then reading the kernel again, so rules changed by hand are put back), logs
 each sync with its duration, and serves /healthz and Prometheus /metrics on --listen.
 Rules that live in nf_tables (nftables mode, and iptables mode on iptables-nft) are
@@ -123,11 +127,19 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	if lockPath == "" {
 		lockPath = apply.DefaultLockPath()
 	}
-	// One applier per family, as kube-proxy runs one proxier per family.
-	appliers := make([]*apply.Applier, len(res.Maps))
-	for i, sm := range res.Maps {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// The families this host supports, as kube-proxy checks them; one applier per
+	// family, as kube-proxy runs one proxier per family.
+	maps, backends, err := onHost(ctx, res, mode, f.wait, stderr)
+	if err != nil {
+		return err
+	}
+	appliers := make([]*apply.Applier, len(maps))
+	for i := range maps {
 		appliers[i] = &apply.Applier{
-			Backend:   mode.Backend(sm.Family, f.wait),
+			Backend:   backends[i],
 			Lock:      &apply.Lock{Path: lockPath, Wait: f.wait},
 			Conntrack: apply.NetlinkConntrack{},
 			Log:       slog.New(slog.NewTextHandler(stderr, nil)),
@@ -135,13 +147,6 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 			Generation: apply.NFTablesGeneration,
 		}
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if f.watch && len(appliers) > 1 {
-		return usagef("apply --watch keeps one IP family in step (this run has %s): run one per family with --ip-family ipv4 and --ip-family ipv6", ir.FamilyNames(res.Maps))
-	}
-	a := appliers[0]
 	if f.watch {
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
@@ -156,38 +161,72 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 		}
 		unlock() // --watch reads the lock file once, at the start
 		watch.Settle = f.settle
-		current := res.Map
+		current := make([]apply.Update, len(maps))
+		for i, sm := range maps {
+			current[i] = apply.Update{Map: sm}
+		}
 		w := &apply.Watch{
-			Applier: a, Paths: paths, Interval: f.interval, Listen: f.listen, Log: a.Log, AllowEmpty: f.allowEmpty,
+			Appliers: appliers, Paths: paths, Interval: f.interval, Listen: f.listen, Log: appliers[0].Log, AllowEmpty: f.allowEmpty,
 			Settle: f.settle,
 			// The one boundary to the compiler: pipeline.Watch keeps the compiled
-			// state and recompiles only the Services a changed file touches.
-			Source: apply.SourceFunc(func(context.Context, []string) (*ir.ServiceMap, *apply.Hint, error) {
+			// state and recompiles only the Services a changed file touches, and
+			// never changes the run's families.
+			Source: apply.SourceFunc(func(context.Context, []string) ([]apply.Update, error) {
 				up, err := watch.Refresh()
 				if err != nil || up == nil {
-					return current, nil, err
+					for i := range current {
+						current[i].Hint = nil // the maps the appliers loaded last
+					}
+					return current, err
 				}
 				printProblems(stderr, up.Warnings)
-				current = up.Maps[0]
-				if up.Changed == nil {
-					return current, nil, nil
+				for i := range current {
+					fam := current[i].Map.Family // the host's families, never changed
+					current[i] = apply.Update{Map: mapOf(up.Maps, fam)}
+					if up.Changed != nil {
+						current[i].Hint = &apply.Hint{Since: mapOf(up.Prevs, fam), Changed: up.Changed}
+					}
 				}
-				return current, &apply.Hint{Since: up.Prevs[0], Changed: up.Changed}, nil
+				return current, nil
 			}),
 		}
 		return w.Run(ctx)
 	}
 	services := 0
-	for _, sm := range res.Maps {
+	for _, sm := range maps {
 		services += len(sm.Services)
 	}
-	for i, sm := range res.Maps {
+	opts := make([]apply.SyncOptions, len(maps))
+	for i, sm := range maps {
 		// A family without Services on a dual-stack node is no sign of a wrong input
-		// when the other family has some (IPv4-only Services on a dual-stack node).
-		allowEmpty := f.allowEmpty || (len(sm.Services) == 0 && services > 0)
-		if err := syncFamily(ctx, appliers[i], sm, allowEmpty, f, stdout, stderr); err != nil {
+		// when the other family has some (IPv4-only Services on a dual-stack node),
+		// unless the node has rules of that family that the sync would delete.
+		opts[i] = apply.SyncOptions{
+			Full:                   f.full,
+			DryRun:                 f.dryRun,
+			AllowEmpty:             f.allowEmpty,
+			OtherFamilyHasServices: len(maps) > 1 && services > len(sm.Services),
+			Reread:                 true, // after a Check, only if nf_tables' generation moved
+		}
+	}
+	// Every family passes the empty-input guard before any is loaded: a family
+	// refused leaves the other one as it was.
+	for i, sm := range maps {
+		if len(maps) == 1 {
+			break // Sync checks it
+		}
+		if err := appliers[i].Check(ctx, sm, opts[i]); err != nil {
+			return fmt.Errorf("%s: %w", appliers[i].Backend.Name(), err)
+		}
+	}
+	for i, sm := range maps {
+		if err := syncFamily(ctx, appliers[i], sm, opts[i], stdout, stderr); err != nil {
+			if len(maps) > 1 {
+				return fmt.Errorf("%s: %w", appliers[i].Backend.Name(), err)
+			}
 			return err
 		}
+		appliers[i].Share(appliers) // the next family need not read again
 	}
 	if f.lock != "" && !f.dryRun {
 		return writeLock(f.lock, res.Lock)
@@ -196,13 +235,13 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 }
 
 // syncFamily applies one family's service map and reports what it did.
-func syncFamily(ctx context.Context, a *apply.Applier, sm *ir.ServiceMap, allowEmpty bool, f *applyFlags, stdout, stderr io.Writer) error {
+func syncFamily(ctx context.Context, a *apply.Applier, sm *ir.ServiceMap, opts apply.SyncOptions, stdout, stderr io.Writer) error {
 	backend := a.Backend
-	out, err := a.Sync(ctx, sm, apply.SyncOptions{Full: f.full, DryRun: f.dryRun, AllowEmpty: allowEmpty})
+	out, err := a.Sync(ctx, sm, opts)
 	if err != nil {
 		return err
 	}
-	if f.dryRun {
+	if opts.DryRun {
 		stdout.Write(out.Diff)
 		if !out.Changed {
 			fmt.Fprintf(stderr, "%s: no changes\n", backend.Name())

@@ -83,11 +83,21 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
+	// One backend per family, as kube-proxy runs one proxier per family; on this
+	// node, of the families the host supports, as kube-proxy checks them.
+	maps, backends := res.Maps, make([]apply.Backend, len(res.Maps))
+	for i, sm := range maps {
+		backends[i] = mode.Backend(sm.Family, 0)
+	}
+	if f.live {
+		if maps, backends, err = onHost(ctx, res, mode, 0, stderr); err != nil {
+			return err
+		}
+	}
 	var drift []ruleview.Drift
 	ports := 0
-	for _, sm := range res.Maps {
-		// One backend per family, as kube-proxy runs one proxier per family.
-		backend := mode.Backend(sm.Family, 0)
+	for i, sm := range maps {
+		backend := backends[i]
 		want, err := backend.Want(sm)
 		if err != nil {
 			return err
@@ -106,7 +116,7 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 		}
 		v := apply.ViewOptions{Map: sm}
 		for _, d := range ruleview.Audit(want.View(v), have.View(v)) {
-			if len(res.Maps) > 1 {
+			if len(maps) > 1 {
 				d.Port += " (" + string(sm.Family) + ")"
 			}
 			drift = append(drift, d)

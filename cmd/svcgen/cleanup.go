@@ -36,7 +36,7 @@ before anything is changed. Large tables are cleaned in blocks, as apply loads t
 			if lockPath == "" {
 				lockPath = apply.DefaultLockPath()
 			}
-			for _, b := range modes.Cleaners(wait) {
+			for _, b := range cleanable(ctx, modes.Cleaners(wait), stderr) {
 				res, err := apply.Cleanup(ctx, b, &apply.Lock{Path: lockPath, Wait: wait}, dryRun)
 				if err != nil {
 					return fmt.Errorf("%s: %w", b.Name(), err)

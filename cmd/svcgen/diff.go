@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,21 +69,36 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	if err := stdinOnce(args...); err != nil {
 		return err
 	}
-	files, err := readRuleFiles(args, stdin)
-	if err != nil {
+	// Each argument is a file, or the PREFIX of the PREFIX.v4 and PREFIX.v6 files
+	// compile -o PREFIX writes for a dual-stack run.
+	sides := make([][]ruleFile, len(args))
+	var all []ruleFile
+	for i, a := range args {
+		files, err := readRuleFiles(rulesPaths(a), stdin)
+		if err != nil {
+			return err
+		}
+		sides[i], all = files, append(all, files...)
+	}
+	if err := f.modeOfFiles(all); err != nil {
 		return err
 	}
-	if err := f.modeOfFiles(files); err != nil {
-		return err
-	}
-	var sm *ir.ServiceMap
-	mode, family := compiler.Mode(f.mode), model.IPv4
+	var maps []*ir.ServiceMap
+	mode := compiler.Mode(f.mode)
 	if withInputs {
 		res, err := f.compileInputs(stdin, stderr, nil)
 		if err != nil {
 			return err
 		}
-		sm, mode, family = res.Map, res.Mode, res.Map.Family
+		maps, mode = res.Maps, res.Mode
+		m, err := lookupMode(mode)
+		if err != nil {
+			return err
+		}
+		// The kernel's families are those the host supports, as for apply.
+		if maps, _, err = onHost(ctx, res, m, 30*time.Second, stderr); err != nil {
+			return err
+		}
 	} else if err := checkMode(f.mode); err != nil {
 		return err
 	}
@@ -93,42 +109,181 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	if err != nil {
 		return err
 	}
-	backend := m.Backend(family, 30*time.Second)
+	p := &ruleParser{mode: m, states: map[parseKey]apply.State{}}
+	// The families compared: the manifests', else every family the files hold.
+	var families []model.IPFamily
+	for _, sm := range maps {
+		families = append(families, sm.Family)
+	}
+	if maps == nil {
+		if families, err = p.families(all); err != nil {
+			return &pipeline.InputError{Err: err}
+		}
+	}
+	var out []byte
+	for _, fam := range families {
+		d, err := diffFamily(ctx, f, p, fam, mapOf(maps, fam), sides)
+		if err != nil {
+			return err
+		}
+		if len(families) > 1 && d != nil {
+			// Say which family each difference belongs to, in the file names of
+			// the diff's header.
+			d = labelHeader(d, " ("+string(fam)+")")
+		}
+		out = append(out, d...)
+	}
+	if _, err := stdout.Write(out); err != nil {
+		return err
+	}
+	if out != nil {
+		return &exitError{code: exitDiffers}
+	}
+	return nil
+}
+
+// diffFamily is the unified diff of one family: the kernel's rules (--live) or the
+// first file, against the manifests' map sm (nil without -f) or the other file.
+func diffFamily(ctx context.Context, f *diffFlags, p *ruleParser, fam model.IPFamily, sm *ir.ServiceMap, sides [][]ruleFile) ([]byte, error) {
+	backend := p.mode.Backend(fam, 30*time.Second)
 	var oldName, newName string
 	var old, new apply.State
+	var err error
 	switch {
 	case f.live:
 		oldName = "kernel"
 		if old, err = backend.Read(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		if sm != nil {
 			newName = "manifests"
 			new, err = backend.Want(sm)
 		} else {
-			newName = files[0].name
-			new, err = files[0].parse(backend)
+			newName, new, err = p.side(sides[0], fam)
 		}
 	default:
-		oldName, newName = files[0].name, files[1].name
-		if old, err = files[0].parse(backend); err == nil {
-			new, err = files[1].parse(backend)
+		if oldName, old, err = p.side(sides[0], fam); err == nil {
+			newName, new, err = p.side(sides[1], fam)
 		}
 	}
 	if err != nil {
-		return &pipeline.InputError{Err: err}
+		return nil, &pipeline.InputError{Err: err}
 	}
 	v := apply.ViewOptions{Map: sm, All: !f.live}
 	nv := v
 	nv.Installed = f.live
-	d := ruleview.Unified(oldName, old.View(v), newName, new.View(nv))
-	if _, err := stdout.Write(d); err != nil {
-		return err
+	return ruleview.Unified(oldName, old.View(v), newName, new.View(nv)), nil
+}
+
+// labelHeader adds label to the three lines of a unified diff's header ("diff OLD
+// NEW", "--- OLD", "+++ NEW").
+func labelHeader(d []byte, label string) []byte {
+	var b strings.Builder
+	for i, l := range strings.SplitAfter(string(d), "\n") {
+		if i < 3 && (strings.HasPrefix(l, "diff ") || strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "+++ ")) {
+			l = strings.TrimSuffix(l, "\n") + label + "\n"
+		}
+		b.WriteString(l)
 	}
-	if d != nil {
-		return &exitError{code: exitDiffers}
+	return []byte(b.String())
+}
+
+// mapOf is the service map of a family among maps, nil when there is none.
+func mapOf(maps []*ir.ServiceMap, fam model.IPFamily) *ir.ServiceMap {
+	for _, sm := range maps {
+		if sm.Family == fam {
+			return sm
+		}
 	}
 	return nil
+}
+
+// ruleParser parses rules files for diff with one mode's backends, each file once per
+// family.
+type ruleParser struct {
+	mode   modes.Mode
+	states map[parseKey]apply.State
+}
+
+type parseKey struct {
+	name   string
+	family model.IPFamily
+}
+
+// parse is a file's rules of a family.
+func (p *ruleParser) parse(r ruleFile, fam model.IPFamily) (apply.State, error) {
+	k := parseKey{r.name, fam}
+	if st, ok := p.states[k]; ok {
+		return st, nil
+	}
+	st, err := r.parse(p.mode.Backend(fam, 0))
+	if err != nil {
+		return nil, err
+	}
+	p.states[k] = st
+	return st, nil
+}
+
+// holds reports whether a file holds rules of a family: a PREFIX.v4 or PREFIX.v6
+// file those of its suffix; an nftables file the families it has a table of; any
+// other file IPv4's (one iptables or ipvs file is read as one family, as before).
+func (p *ruleParser) holds(r ruleFile, fam model.IPFamily) (bool, error) {
+	for _, f := range model.Families {
+		if strings.HasSuffix(r.name, "."+f.Suffix()) {
+			return f == fam, nil
+		}
+	}
+	if !p.mode.OneScript() {
+		return fam == model.IPv4, nil
+	}
+	st, err := p.parse(r, fam)
+	if err != nil {
+		return false, err
+	}
+	return len(st.View(apply.ViewOptions{All: true}).Sections) > 0, nil
+}
+
+// families lists the families any of the files holds, in model.Families' order
+// (IPv4 when they hold none).
+func (p *ruleParser) families(files []ruleFile) ([]model.IPFamily, error) {
+	var out []model.IPFamily
+	for _, fam := range model.Families {
+		for _, r := range files {
+			ok, err := p.holds(r, fam)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, fam)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = []model.IPFamily{model.IPv4}
+	}
+	return out, nil
+}
+
+// side is one side's rules of a family: its file of the family; an nftables file
+// without the family's table has none of its rules. A side of another mode without a
+// file of the family (PREFIX.v4 against PREFIX.v4 and PREFIX.v6) is an error.
+func (p *ruleParser) side(files []ruleFile, fam model.IPFamily) (string, apply.State, error) {
+	for _, r := range files {
+		ok, err := p.holds(r, fam)
+		if err != nil {
+			return "", nil, err
+		}
+		if ok {
+			st, err := p.parse(r, fam)
+			return r.name, st, err
+		}
+	}
+	if p.mode.OneScript() {
+		st, err := p.parse(files[0], fam) // a table of the other family only
+		return files[0].name, st, err
+	}
+	return "", nil, fmt.Errorf("%s holds no %s rules, and the other side does (compile -o PREFIX writes PREFIX.%s)", files[0].name, fam, fam.Suffix())
 }
 
 // checkMode checks --mode ("" leaves the choice to the configuration).

@@ -7,7 +7,9 @@
 //   - only namespaces the test makes: a Lab never links one to the namespace the test
 //     runs in, and a test never changes that namespace's iptables, nftables, ipsets or
 //     IPVS (commands that load rules run In a lab namespace);
-//   - only addresses the test assigns, all in 198.18.0.0/15;
+//   - only addresses the test assigns, all in 198.18.0.0/15, or for IPv6 in the
+//     project's ranges, fd00:198:18::/48 (nodes, pods) and fd00:198:19::/112
+//     (virtual IPs);
 //   - every loop that sends traffic is bounded in count and time (Dial, AskUDP and
 //     Histogram each bound one exchange; servers end with the test).
 //
@@ -90,13 +92,28 @@ func (l *Lab) Cleanup() {
 }
 
 // NS creates a namespace with loopback up and reverse-path filtering off (traffic in
-// a lab takes paths rp_filter would refuse), and returns its name.
+// a lab takes paths rp_filter would refuse), and returns its name. IPv6 duplicate
+// address detection is off too, so that an IPv6 address can be used as soon as it is
+// assigned (not seconds later, once it is no longer "tentative"); a kernel without
+// IPv6 has no such setting, and its namespaces do without.
 func (l *Lab) NS(role string) string {
 	name := l.prefix + role
 	l.Run("ip", "netns", "add", name)
 	l.In(name, "ip", "link", "set", "lo", "up")
 	l.In(name, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
+	l.Try("ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
 	return name
+}
+
+// addAddr assigns an address (a prefix) to a device in a namespace; an IPv6 one
+// without duplicate address detection ("nodad"), usable at once.
+func (l *Lab) addAddr(ns, dev, prefix string) {
+	l.tb.Helper()
+	args := []string{"ip", "addr", "add", prefix, "dev", dev}
+	if p, err := netip.ParsePrefix(prefix); err == nil && p.Addr().Is6() {
+		args = append(args, "nodad")
+	}
+	l.In(ns, args...)
 }
 
 // Run runs a command and fails the test on error.
@@ -152,7 +169,7 @@ func (l *Lab) Link(a, aAddr, b, bAddr string) (aDev, bDev string) {
 	l.Run("ip", "link", "add", aDev, "netns", a, "type", "veth", "peer", "name", bDev, "netns", b)
 	for _, end := range [][3]string{{a, aDev, aAddr}, {b, bDev, bAddr}} {
 		if end[2] != "" {
-			l.In(end[0], "ip", "addr", "add", end[2], "dev", end[1])
+			l.addAddr(end[0], end[1], end[2])
 		}
 		l.In(end[0], "ip", "link", "set", end[1], "up")
 	}
@@ -164,10 +181,37 @@ func (l *Lab) Link(a, aAddr, b, bAddr string) (aDev, bDev string) {
 // This is a pod, or an endpoint, as a node sees it.
 func (l *Lab) Pod(node string, gateway, ip netip.Addr) string {
 	l.tb.Helper()
-	ns := l.NS("p" + strings.NewReplacer(".", "-", ":", "-").Replace(ip.String()))
-	nodeDev, podDev := l.Link(node, "", ns, netip.PrefixFrom(ip, ip.BitLen()).String())
-	l.In(node, "ip", "route", "add", netip.PrefixFrom(ip, ip.BitLen()).String(), "dev", nodeDev)
-	l.In(ns, "ip", "route", "add", "default", "via", gateway.String(), "dev", podDev, "onlink")
+	return l.DualPod(node, gateway, ip)
+}
+
+// podGateway6 is the node's link-local address on each pod link: a pod's IPv6 default
+// route goes through it, because a node answers neighbor solicitation only for the
+// addresses of the interface it comes in on (IPv4's ARP answers for any of them, so
+// an IPv4 pod routes through the node's address on another link, "onlink").
+const podGateway6 = "fe80::1"
+
+// DualPod is Pod with several addresses, one of each family, say: node routes each
+// to the pod; the pod's IPv4 default route goes back through gateway4 (an IPv4
+// address of node), its IPv6 one through node's link-local address on their link.
+// The namespace is named after the first address.
+func (l *Lab) DualPod(node string, gateway4 netip.Addr, ips ...netip.Addr) string {
+	l.tb.Helper()
+	ns := l.NS("p" + strings.NewReplacer(".", "-", ":", "-").Replace(ips[0].String()))
+	nodeDev, podDev := l.Link(node, "", ns, "")
+	gw6 := false
+	for _, ip := range ips {
+		host := netip.PrefixFrom(ip, ip.BitLen()).String()
+		l.addAddr(ns, podDev, host)
+		l.In(node, "ip", "route", "add", host, "dev", nodeDev)
+		switch {
+		case ip.Is4():
+			l.In(ns, "ip", "route", "add", "default", "via", gateway4.String(), "dev", podDev, "onlink")
+		case !gw6:
+			gw6 = true
+			l.addAddr(node, nodeDev, podGateway6+"/64")
+			l.In(ns, "ip", "-6", "route", "add", "default", "via", podGateway6, "dev", podDev)
+		}
+	}
 	return ns
 }
 
