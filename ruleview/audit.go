@@ -25,17 +25,20 @@ const (
 // NodePort names the node's own rules (kube-proxy's fixed chains and jumps) in a report.
 const NodePort = "(node)"
 
+// entry is a section's header (line nil) or one of its lines, in a view.
 type entry struct {
 	section string // table and name
 	header  string
-	key     string
-	text    string
+	line    *Line
+	view    *View
 }
 
 // Audit compares what a node should have with what it has, per service port, in the
 // views' canonical order. A port whose entries (section, rule) agree in order and
 // meaning has not drifted.
-func Audit(want, have *View) []Drift {
+func Audit(want, have *View) []Drift { return audit(want, have, same) }
+
+func audit(want, have *View, same func(a, b entry) bool) []Drift {
 	w, h := byPort(want), byPort(have)
 	ports := map[string]bool{}
 	for p := range w {
@@ -58,7 +61,7 @@ func Audit(want, have *View) []Drift {
 	var out []Drift
 	for _, p := range names {
 		we, he := w[p], h[p]
-		if sameOrder(we, he) {
+		if sameOrder(we, he, same) {
 			continue // nearly every port: nothing to count
 		}
 		miss, extra := difference(we, he), difference(he, we)
@@ -89,19 +92,34 @@ func byPort(v *View) map[string][]entry {
 	for _, s := range v.Sections {
 		id := s.Table + " " + s.Name
 		out[s.Owner] = append(out[s.Owner], entry{section: id, header: s.Header})
-		for _, l := range s.Lines {
-			owner := l.Owner
+		for i := range s.Lines {
+			owner := s.Lines[i].Owner
 			if s.Owner != "" {
 				owner = s.Owner
 			}
-			out[owner] = append(out[owner], entry{section: id, header: s.Header, key: l.key(), text: l.Text})
+			out[owner] = append(out[owner], entry{section: id, header: s.Header, line: &s.Lines[i], view: v})
 		}
 	}
 	return out
 }
 
-// id is what makes two entries the same: the section and the line's meaning.
-func (e entry) id() [2]string { return [2]string{e.section, e.key} }
+// id is what makes two entries the same: the section and the line's meaning ("" for
+// a header).
+func (e entry) id() [2]string {
+	if e.line == nil {
+		return [2]string{e.section, ""}
+	}
+	return [2]string{e.section, e.view.key(e.line)}
+}
+
+// same reports entries with the same id, making keys only for lines of different
+// texts.
+func same(a, b entry) bool {
+	if a.section != b.section || (a.line == nil) != (b.line == nil) {
+		return false
+	}
+	return a.line == nil || sameText(a.line, b.line) || a.id() == b.id()
+}
 
 // difference lists the entries of a that b lacks (as multisets).
 func difference(a, b []entry) []entry {
@@ -120,12 +138,12 @@ func difference(a, b []entry) []entry {
 	return out
 }
 
-func sameOrder(a, b []entry) bool {
+func sameOrder(a, b []entry, same func(a, b entry) bool) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].id() != b[i].id() {
+		if !same(a[i], b[i]) {
 			return false
 		}
 	}
@@ -135,9 +153,9 @@ func sameOrder(a, b []entry) bool {
 func render(es []entry, labels map[string]string) []string {
 	var out []string
 	for _, e := range es {
-		line := e.text
-		if e.key == "" && e.text == "" {
-			line = e.header
+		line := e.header
+		if e.line != nil {
+			line = e.line.Text
 		}
 		out = append(out, string(Annotate([]byte(line), labels)))
 	}

@@ -354,12 +354,57 @@ func splitWords(l string) ([]string, error) {
 	return words, nil
 }
 
-// Text prints the rule as iptables-restore reads it: "-A CHAIN args".
+// Text prints the rule as iptables-restore reads it: "-A CHAIN args". A rule read
+// from a line that is spelled so already is that line (no copy is made).
 func (r Rule) Text() string {
+	if r.Raw != "" && r.spelledAsRaw() {
+		return r.Raw
+	}
+	return r.built()
+}
+
+// built is Text written with the line writer.
+func (r Rule) built() string {
 	var b Buffer
 	b.Start(r.Chain)
 	b.Args(r.Args)
 	return string(b.buf)
+}
+
+// spelledAsRaw reports whether Text would print Raw byte for byte: Buffer's words
+// (Start, Args, Comment) compared with Raw piece by piece, nothing built.
+func (r Rule) spelledAsRaw() bool {
+	rest, ok := strings.CutPrefix(r.Raw, "-A ")
+	if !ok {
+		return false
+	}
+	if rest, ok = strings.CutPrefix(rest, r.Chain); !ok {
+		return false
+	}
+	args := r.Args
+	for i := 0; i < len(args); i++ {
+		if i+3 < len(args) && args[i] == "-m" && args[i+1] == "comment" && args[i+2] == "--comment" {
+			text := args[i+3]
+			if rest, ok = strings.CutPrefix(rest, " -m comment --comment "); !ok || strings.ContainsAny(text, "\"\\\n\r") {
+				return false
+			}
+			if strings.IndexByte(text, ' ') >= 0 {
+				if len(rest) < len(text)+2 || rest[0] != '"' || rest[1:1+len(text)] != text || rest[1+len(text)] != '"' {
+					return false
+				}
+				rest = rest[len(text)+2:]
+			} else if rest, ok = strings.CutPrefix(rest, text); !ok {
+				return false
+			}
+			i += 3
+			continue
+		}
+		if len(rest) < len(args[i])+1 || rest[0] != ' ' || rest[1:1+len(args[i])] != args[i] {
+			return false
+		}
+		rest = rest[1+len(args[i]):]
+	}
+	return rest == ""
 }
 
 // Write prints a ruleset in iptables-restore form: for each table its chain lines, its

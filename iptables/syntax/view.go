@@ -24,7 +24,7 @@ var builtinOrder = []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROU
 // View is the ruleset as diff and audit compare it: one section per chain, rules keyed
 // by meaning (RuleKey), hashed chains and rules assigned to their service ports.
 func (rs *Ruleset) View(owners Owners, scope Scope) *ruleview.View {
-	v := &ruleview.View{Labels: map[string]string{}}
+	v := &ruleview.View{Labels: map[string]string{}, Key: lineKey}
 	for name, o := range owners {
 		v.Labels[name] = o.String()
 	}
@@ -54,7 +54,15 @@ func (rs *Ruleset) View(owners Owners, scope Scope) *ruleview.View {
 				if scope == KubeProxyOnly && builtin && !ours(RuleTarget(r.Args)) {
 					continue
 				}
-				s.Lines = append(s.Lines, ruleview.Line{Text: r.Text(), Key: r.Chain + " " + RuleKey(r.Args), Owner: owners.RulePort(r)})
+				l := ruleview.Line{Text: r.Raw}
+				if r.Raw == "" || !r.spelledAsRaw() {
+					l = ruleview.Line{Text: r.Text(), Key: ruleKeyIn(r.Chain, r.Args)}
+				}
+				l.Owner = s.Owner
+				if l.Owner == "" {
+					l.Owner = commentPort(r.Args)
+				}
+				s.Lines = append(s.Lines, l)
 			}
 			// An empty built-in chain is what a table has without it.
 			if builtin && len(s.Lines) == 0 && (scope == KubeProxyOnly || c.Policy == "ACCEPT") {
@@ -65,6 +73,19 @@ func (rs *Ruleset) View(owners Owners, scope Scope) *ruleview.View {
 	}
 	v.Sort()
 	return v
+}
+
+// ruleKeyIn is a rule's key in a view: its chain and RuleKey.
+func ruleKeyIn(chain string, args []string) string { return chain + " " + RuleKey(args) }
+
+// lineKey is the key of a view's line whose text is the rule's line as read: the
+// words are those the parser read from it, so the key is the one it had.
+func lineKey(line string) string {
+	r, err := ParseRuleLine(line)
+	if err != nil {
+		return line // not a rule line: View keys every rule it cannot spell as read
+	}
+	return ruleKeyIn(r.Chain, r.Args)
 }
 
 // LineOwner is the owner of the chain a restore line is about, or the service port
