@@ -52,12 +52,7 @@ func audit(want, have *View, same func(a, b entry) bool) []Drift {
 		names = append(names, p)
 	}
 	sort.Strings(names)
-	labels := map[string]string{}
-	for _, v := range []*View{have, want} {
-		for k, l := range v.Labels {
-			labels[k] = l
-		}
-	}
+	labels := labelOf(have, want)
 	var out []Drift
 	for _, p := range names {
 		we, he := w[p], h[p]
@@ -150,7 +145,7 @@ func sameOrder(a, b []entry, same func(a, b entry) bool) bool {
 	return true
 }
 
-func render(es []entry, labels map[string]string) []string {
+func render(es []entry, labels func(string) string) []string {
 	var out []string
 	for _, e := range es {
 		line := e.header

@@ -10,13 +10,7 @@ func UnifiedEager(oldName string, old *View, newName string, new *View) []byte {
 	if len(d) == 0 {
 		return nil
 	}
-	labels := map[string]string{}
-	for _, v := range []*View{old, new} {
-		for k, l := range v.Labels {
-			labels[k] = l
-		}
-	}
-	return Annotate(d, labels)
+	return Annotate(d, labelOf(old, new))
 }
 
 func eagerText(v, other *View) []byte {

@@ -18,9 +18,11 @@ import (
 // View is a ruleset as sections.
 type View struct {
 	Sections []*Section
-	// Labels names what a hashed name belongs to ("KUBE-SVC-XPGD46QRK7WJZT7O" ->
-	// "ns1/svc1:p80"); a diff shows the label beside every such name.
-	Labels map[string]string
+	// Label names what a hashed name belongs to ("KUBE-SVC-XPGD46QRK7WJZT7O" ->
+	// "ns1/svc1:p80"; "" for a name of nothing); a diff shows the label beside every
+	// such name. It is asked only for the words a diff or a drift shows; nil labels
+	// nothing.
+	Label func(name string) string
 	// Key makes the key of a line whose Key is "" from its text; nil means the text is
 	// the key. Two files of one node share nearly every line byte for byte, and a line
 	// the other side has as it is needs no key: a backend whose keys are dear to make
@@ -170,14 +172,7 @@ func Unified(oldName string, old *View, newName string, new *View) []byte {
 	if len(d) == 0 {
 		return nil
 	}
-	labels := map[string]string{}
-	for k, l := range old.Labels {
-		labels[k] = l
-	}
-	for k, l := range new.Labels {
-		labels[k] = l
-	}
-	return Annotate(d, labels)
+	return Annotate(d, labelOf(old, new))
 }
 
 // context is the number of unchanged lines a hunk shows around a change, as diff does.
@@ -234,10 +229,31 @@ func size(lines [][]byte) int {
 	return n
 }
 
+// labelOf labels a name as the last of the views that labels it does.
+func labelOf(views ...*View) func(string) string {
+	var with []*View
+	for _, v := range views {
+		if v.Label != nil {
+			with = append(with, v)
+		}
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	return func(name string) string {
+		for i := len(with) - 1; i >= 0; i-- {
+			if l := with[i].Label(name); l != "" {
+				return l
+			}
+		}
+		return ""
+	}
+}
+
 // Annotate writes each labelled word of text followed by " (label)". A word may carry
 // a diff's "+" or "-" and a chain line's ":" in front.
-func Annotate(text []byte, labels map[string]string) []byte {
-	if len(labels) == 0 {
+func Annotate(text []byte, label func(word string) string) []byte {
+	if label == nil {
 		return text
 	}
 	var b strings.Builder
@@ -250,7 +266,7 @@ func Annotate(text []byte, labels map[string]string) []byte {
 		}
 		word := s[:i]
 		b.WriteString(word)
-		if l, ok := labels[strings.TrimRight(strings.TrimLeft(word, "+-:"), `"`)]; ok {
+		if l := label(strings.TrimRight(strings.TrimLeft(word, "+-:"), `"`)); l != "" {
 			b.WriteString(" (" + l + ")")
 		}
 		if i < len(s) {

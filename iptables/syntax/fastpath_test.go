@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,5 +93,95 @@ func TestTextAsReadAgreesWithWriter(t *testing.T) {
 	}
 	if asRead[true] < 1000 || asRead[false] < 1000 {
 		t.Errorf("random lines spelled as the writer spells them: %v; want both kinds", asRead)
+	}
+}
+
+// referenceSplit is splitWords as it was before quoted words were cut from the line:
+// every quoted word copied, escapes undone.
+func referenceSplit(l string) ([]string, error) {
+	var words []string
+	for i := 0; i < len(l); {
+		switch {
+		case l[i] == ' ' || l[i] == '\t':
+			i++
+		case l[i] == '"':
+			var sb strings.Builder
+			j := i + 1
+			for ; j < len(l) && l[j] != '"'; j++ {
+				if l[j] == '\\' && j+1 < len(l) {
+					j++
+				}
+				sb.WriteByte(l[j])
+			}
+			if j >= len(l) {
+				return nil, fmt.Errorf("unterminated quote in %q", l)
+			}
+			words = append(words, sb.String())
+			i = j + 1
+		default:
+			j := i
+			for j < len(l) && l[j] != ' ' && l[j] != '\t' {
+				j++
+			}
+			words = append(words, l[i:j])
+			i = j
+		}
+	}
+	return words, nil
+}
+
+// The parser cuts rules and words from chunks: every rule of the golden files and of
+// random text has the words the reference splitter gives, and a chain or a rule's
+// words grown afterwards leave their neighbours alone.
+func TestChunkedParseAgreesWithReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pieces := []string{" ", "  ", "\t", "-j", "X", `"a b"`, `"a\"b c"`, `"a\\b"`, `""`, `"x`, "-m comment --comment"}
+	p := &parser{}
+	for i := range 20000 {
+		var b strings.Builder
+		for range rng.IntN(10) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+			b.WriteByte(' ')
+		}
+		l := b.String()
+		want, wantErr := referenceSplit(l)
+		got, err := splitWords(l)
+		got2, err2 := p.splitWords(l)
+		if (err != nil) != (wantErr != nil) || (err2 != nil) != (wantErr != nil) || !slices.Equal(got, want) || !slices.Equal(got2, want) {
+			t.Fatalf("line %d %q: words %q (%v) and %q (%v), the reference %q (%v)", i, l, got, err, got2, err2, want, wantErr)
+		}
+	}
+	for name, rs := range goldenRulesets(t) {
+		for _, tb := range rs.Tables {
+			for _, c := range tb.Chains {
+				for _, r := range c.Rules {
+					if r.Raw == "" {
+						continue
+					}
+					words, err := referenceSplit(r.Raw)
+					if err != nil || words[1] != r.Chain || !slices.Equal(words[2:], r.Args) || cap(r.Args) != len(r.Args) {
+						t.Fatalf("%s: rule %q has words %q (capacity %d), the reference %q", name, r.Raw, r.Args, cap(r.Args), words)
+					}
+				}
+			}
+		}
+	}
+	rs, err := ParseBytes("sample", []byte("*nat\n:A - [0:0]\n:B - [0:0]\n-A A -j X\n-A A -j Y\n-A B -j Z\n-A A -j W\nCOMMIT\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nat := rs.Table("nat")
+	a, bc := nat.Chain("A"), nat.Chain("B")
+	if len(a.Rules) != 3 || a.Rules[2].Args[1] != "W" || len(bc.Rules) != 1 {
+		t.Fatalf("A %+v, B %+v", a.Rules, bc.Rules)
+	}
+	a.Rules[0].Args = append(a.Rules[0].Args, "--extra")
+	a.Rules = append(a.Rules[:1], Rule{Chain: "A", Args: []string{"-j", "V"}})
+	if bc.Rules[0].Args[1] != "Z" || a.Rules[1].Args[1] != "V" || len(a.Rules[0].Args) != 3 {
+		t.Errorf("appending to A changed its neighbours: A %+v, B %+v", a.Rules, bc.Rules)
+	}
+	bc.Rules = append(bc.Rules, Rule{Chain: "B", Args: []string{"-j", "U"}})
+	if a.Rules[1].Args[1] != "V" {
+		t.Errorf("appending to B changed A: %+v", a.Rules)
 	}
 }
