@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -183,5 +184,58 @@ func TestChunkedParseAgreesWithReference(t *testing.T) {
 	bc.Rules = append(bc.Rules, Rule{Chain: "B", Args: []string{"-j", "U"}})
 	if a.Rules[1].Args[1] != "V" {
 		t.Errorf("appending to B changed A: %+v", a.Rules)
+	}
+}
+
+// A light parse gives the rules a parse gives, words read again from their lines:
+// the golden files, and a text with inserted and deleted rules.
+func TestParseLightAgreesWithParse(t *testing.T) {
+	texts := map[string]string{"edits": "*nat\n:A - [0:0]\n-A A -j X\n-A A -m comment --comment \"a b\" -j Y\n-I A 1 -j Z\n-D A -j X\n-A A -j W\n-D A 2\nCOMMIT\n"}
+	for _, glob := range []string{"../../golden/*/*.rules"} {
+		paths, _ := filepath.Glob(glob)
+		for _, p := range paths {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts[p] = string(data)
+		}
+	}
+	for name, text := range texts {
+		want, err := ParseBytes(name, []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseLight(name, text)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if full, err := ParseString(name, text); err != nil || !reflect.DeepEqual(full, want) {
+			t.Errorf("%s: ParseString gives another ruleset than Parse (%v)", name, err)
+		}
+		if len(got.Tables) != len(want.Tables) {
+			t.Fatalf("%s: %d tables, want %d", name, len(got.Tables), len(want.Tables))
+		}
+		for i, wt := range want.Tables {
+			gt := got.Tables[i]
+			if gt.Name != wt.Name || len(gt.Chains) != len(wt.Chains) || !slices.Equal(gt.Deleted, wt.Deleted) {
+				t.Fatalf("%s: table %s: %d chains, want %d", name, gt.Name, len(gt.Chains), len(wt.Chains))
+			}
+			for j, wc := range wt.Chains {
+				gc := gt.Chains[j]
+				if gc.Name != wc.Name || gc.Policy != wc.Policy || gc.Declared != wc.Declared || len(gc.Rules) != len(wc.Rules) {
+					t.Fatalf("%s: chain %+v, want %+v", name, gc, wc)
+				}
+				for k := range wc.Rules {
+					g, w := &gc.Rules[k], &wc.Rules[k]
+					if g.Raw != "" && g.Args != nil {
+						t.Errorf("%s: rule %q kept its words", name, g.Raw)
+					}
+					if g.Raw != w.Raw || g.Chain != w.Chain || g.Line != w.Line || !slices.Equal(g.Words(), w.Args) {
+						t.Errorf("%s: rule %q %q, want %q %q", name, g.Raw, g.Words(), w.Raw, w.Args)
+					}
+				}
+			}
+		}
 	}
 }
