@@ -107,11 +107,11 @@ func (s *ipState) View(opts ViewOptions) *ruleview.View {
 
 // Want is kube-proxy's payload for sm with the jumps from built-in chains.
 func (b *IPTables) Want(sm *ir.ServiceMap) (State, error) {
-	var buf bytes.Buffer
+	var buf strings.Builder // read as it is, not copied: 30 MB at 10,000 Services
 	if err := iptrules.Write(&buf, sm, iptrules.Options{Format: iptrules.NoFlush}); err != nil {
 		return nil, err
 	}
-	rs, err := iptsyntax.ParseBytes("compiled", buf.Bytes())
+	rs, err := iptsyntax.ParseString("compiled", buf.String())
 	if err != nil {
 		return nil, err
 	}

@@ -221,11 +221,14 @@ var iptablesMode = Mode{
 		return iptplan.Write(w, sm, iptplan.Options{Previous: prev, Minimal: o.Minimal})
 	},
 	tracer: func(sm *ir.ServiceMap, host trace.Host) (trace.Tracer, error) {
-		var b bytes.Buffer
+		// Written into a string and read light: the rules keep pieces of the text, not a
+		// copy of it, and their lines, not their words (the tracer reads a chain's words
+		// when a trace reaches it).
+		var b strings.Builder
 		if err := iptrules.Write(&b, sm, iptrules.Options{Format: iptrules.Complete}); err != nil {
 			return nil, fmt.Errorf("writing iptables rules: %w", err)
 		}
-		rs, err := iptsyntax.ParseBytes("iptables rules", b.Bytes())
+		rs, err := iptsyntax.ParseLight("iptables rules", b.String())
 		if err != nil {
 			return nil, fmt.Errorf("reading back iptables rules: %w", err)
 		}

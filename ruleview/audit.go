@@ -25,17 +25,19 @@ const (
 // NodePort names the node's own rules (kube-proxy's fixed chains and jumps) in a report.
 const NodePort = "(node)"
 
+// entry is a section's header (line nil) or one of its lines, in a view.
 type entry struct {
-	section string // table and name
-	header  string
-	key     string
-	text    string
+	section *Section
+	line    *Line
+	view    *View
 }
 
 // Audit compares what a node should have with what it has, per service port, in the
 // views' canonical order. A port whose entries (section, rule) agree in order and
 // meaning has not drifted.
-func Audit(want, have *View) []Drift {
+func Audit(want, have *View) []Drift { return audit(want, have, same) }
+
+func audit(want, have *View, same func(a, b entry) bool) []Drift {
 	w, h := byPort(want), byPort(have)
 	ports := map[string]bool{}
 	for p := range w {
@@ -49,16 +51,11 @@ func Audit(want, have *View) []Drift {
 		names = append(names, p)
 	}
 	sort.Strings(names)
-	labels := map[string]string{}
-	for _, v := range []*View{have, want} {
-		for k, l := range v.Labels {
-			labels[k] = l
-		}
-	}
+	labels := labelOf(have, want)
 	var out []Drift
 	for _, p := range names {
 		we, he := w[p], h[p]
-		if sameOrder(we, he) {
+		if sameOrder(we, he, same) {
 			continue // nearly every port: nothing to count
 		}
 		miss, extra := difference(we, he), difference(he, we)
@@ -84,28 +81,66 @@ func Audit(want, have *View) []Drift {
 
 // byPort lists each port's entries: every section it owns (its header, then each
 // line) and its lines in shared sections. Shared sections' headers are the node's.
+// The entries are counted first and cut from one slice: a 10,000-Service view has
+// 400,000 of them.
 func byPort(v *View) map[string][]entry {
-	out := map[string][]entry{}
-	for _, s := range v.Sections {
-		id := s.Table + " " + s.Name
-		out[s.Owner] = append(out[s.Owner], entry{section: id, header: s.Header})
-		for _, l := range s.Lines {
-			owner := l.Owner
-			if s.Owner != "" {
-				owner = s.Owner
-			}
-			out[owner] = append(out[owner], entry{section: id, header: s.Header, key: l.key(), text: l.Text})
-		}
+	count := map[string]int{}
+	v.eachEntry(func(owner string, _ entry) { count[owner]++ })
+	all := make([]entry, 0, len(v.Sections)+v.lines())
+	out := make(map[string][]entry, len(count))
+	for owner, n := range count {
+		out[owner] = all[len(all) : len(all) : len(all)+n]
+		all = all[:len(all)+n]
 	}
+	v.eachEntry(func(owner string, e entry) { out[owner] = append(out[owner], e) })
 	return out
 }
 
-// id is what makes two entries the same: the section and the line's meaning.
-func (e entry) id() [2]string { return [2]string{e.section, e.key} }
+// eachEntry calls fn with every entry of the view and the port it belongs to, in
+// order.
+func (v *View) eachEntry(fn func(owner string, e entry)) {
+	for _, s := range v.Sections {
+		fn(s.Owner, entry{section: s, view: v})
+		for i := range s.Lines {
+			owner := s.Lines[i].Owner
+			if s.Owner != "" {
+				owner = s.Owner
+			}
+			fn(owner, entry{section: s, line: &s.Lines[i], view: v})
+		}
+	}
+}
+
+// lines is the number of lines of the view's sections.
+func (v *View) lines() int {
+	n := 0
+	for _, s := range v.Sections {
+		n += len(s.Lines)
+	}
+	return n
+}
+
+// id is what makes two entries the same: the section and the line's meaning ("" for
+// a header).
+func (e entry) id() [3]string {
+	if e.line == nil {
+		return [3]string{e.section.Table, e.section.Name, ""}
+	}
+	return [3]string{e.section.Table, e.section.Name, e.view.key(e.line)}
+}
+
+// same reports entries with the same id, making keys only for lines of different
+// texts.
+func same(a, b entry) bool {
+	if a.section.Table != b.section.Table || a.section.Name != b.section.Name || (a.line == nil) != (b.line == nil) {
+		return false
+	}
+	return a.line == nil || sameText(a.line, b.line) || a.id() == b.id()
+}
 
 // difference lists the entries of a that b lacks (as multisets).
 func difference(a, b []entry) []entry {
-	have := map[[2]string]int{}
+	have := map[[3]string]int{}
 	for _, e := range b {
 		have[e.id()]++
 	}
@@ -120,24 +155,24 @@ func difference(a, b []entry) []entry {
 	return out
 }
 
-func sameOrder(a, b []entry) bool {
+func sameOrder(a, b []entry, same func(a, b entry) bool) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].id() != b[i].id() {
+		if !same(a[i], b[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-func render(es []entry, labels map[string]string) []string {
+func render(es []entry, labels func(string) string) []string {
 	var out []string
 	for _, e := range es {
-		line := e.text
-		if e.key == "" && e.text == "" {
-			line = e.header
+		line := e.section.Header
+		if e.line != nil {
+			line = e.line.Text
 		}
 		out = append(out, string(Annotate([]byte(line), labels)))
 	}

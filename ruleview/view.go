@@ -18,9 +18,17 @@ import (
 // View is a ruleset as sections.
 type View struct {
 	Sections []*Section
-	// Labels names what a hashed name belongs to ("KUBE-SVC-XPGD46QRK7WJZT7O" ->
-	// "ns1/svc1:p80"); a diff shows the label beside every such name.
-	Labels map[string]string
+	// Label names what a hashed name belongs to ("KUBE-SVC-XPGD46QRK7WJZT7O" ->
+	// "ns1/svc1:p80"; "" for a name of nothing); a diff shows the label beside every
+	// such name. It is asked only for the words a diff or a drift shows; nil labels
+	// nothing.
+	Label func(name string) string
+	// Key makes the key of a line whose Key is "" from its text; nil means the text is
+	// the key. Two files of one node share nearly every line byte for byte, and a line
+	// the other side has as it is needs no key: a backend whose keys are dear to make
+	// (an iptables rule is parsed into its matches) leaves them to Key, and diff and
+	// audit ask for the keys of the lines that differ only.
+	Key func(text string) string
 }
 
 // Section is one object of a ruleset with its lines.
@@ -38,16 +46,41 @@ type Section struct {
 
 // Line is one rule or element.
 type Line struct {
-	Text  string // as printed
-	Key   string // equal for equal meaning ("" means Text)
+	Text string // as printed
+	// Key is equal for equal meaning; "" means View.Key of Text (Text itself when the
+	// view has no Key function), so two such lines of one text are the same line.
+	Key   string
 	Owner string // the service port the line belongs to; "" for the node's own
 }
 
-func (l Line) key() string {
-	if l.Key == "" {
+// key is the key of a line of v, made (and kept) on first use when the view makes
+// keys from texts.
+func (v *View) key(l *Line) string {
+	if l.Key != "" {
+		return l.Key
+	}
+	if v.Key == nil {
 		return l.Text
 	}
+	l.Key = v.Key(l.Text)
 	return l.Key
+}
+
+// sameText reports two lines that are the same without their keys: the same text,
+// each keyed by the same explicit key or both by their text.
+func sameText(a, b *Line) bool { return a.Text == b.Text && a.Key == b.Key }
+
+// sameLines reports two sections' lines that are pairwise sameText.
+func sameLines(a, b []Line) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameText(&a[i], &b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Sort puts sections in the canonical order: by table, rank, owner, then name. A
@@ -78,8 +111,14 @@ func (v *View) index() map[[2]string]*Section {
 
 // text renders a view: "*table" before each table's sections, then each section's
 // header and lines. A line whose key the other view's same section also has is
-// printed as the other view spells it (spelling is not a difference).
-func (v *View) text(spelling map[[2]string]*Section) []byte {
+// printed as the other view spells it (spelling is not a difference). A section whose
+// lines are sameLines as the other's is printed as it is, its keys not made: most
+// sections of two rulesets of one node are.
+func (v *View) text(other *View) []byte {
+	var spelling map[[2]string]*Section
+	if other != nil {
+		spelling = other.index()
+	}
 	size := 0
 	for _, s := range v.Sections {
 		size += len(s.Table) + len(s.Header) + 3
@@ -98,16 +137,18 @@ func (v *View) text(spelling map[[2]string]*Section) []byte {
 		b.WriteString(s.Header)
 		b.WriteByte('\n')
 		var alt map[string]string
-		if o := spelling[[2]string{s.Table, s.Name}]; o != nil {
+		if o := spelling[[2]string{s.Table, s.Name}]; o != nil && !sameLines(s.Lines, o.Lines) {
 			alt = make(map[string]string, len(o.Lines))
-			for _, l := range o.Lines {
-				alt[l.key()] = l.Text
+			for i := range o.Lines {
+				alt[other.key(&o.Lines[i])] = o.Lines[i].Text
 			}
 		}
-		for _, l := range s.Lines {
-			text := l.Text
-			if t, ok := alt[l.key()]; ok {
-				text = t
+		for i := range s.Lines {
+			text := s.Lines[i].Text
+			if alt != nil {
+				if t, ok := alt[v.key(&s.Lines[i])]; ok {
+					text = t
+				}
 			}
 			b.WriteString(text)
 			b.WriteByte('\n')
@@ -126,19 +167,12 @@ func (v *View) text(spelling map[[2]string]*Section) []byte {
 // and large changes alike (see docs/dependencies.md, "The diff library").
 func Unified(oldName string, old *View, newName string, new *View) []byte {
 	newText := new.text(nil)
-	oldText := old.text(new.index())
+	oldText := old.text(new)
 	d := unified(oldName, oldText, newName, newText)
 	if len(d) == 0 {
 		return nil
 	}
-	labels := map[string]string{}
-	for k, l := range old.Labels {
-		labels[k] = l
-	}
-	for k, l := range new.Labels {
-		labels[k] = l
-	}
-	return Annotate(d, labels)
+	return Annotate(d, labelOf(old, new))
 }
 
 // context is the number of unchanged lines a hunk shows around a change, as diff does.
@@ -195,10 +229,31 @@ func size(lines [][]byte) int {
 	return n
 }
 
+// labelOf labels a name as the last of the views that labels it does.
+func labelOf(views ...*View) func(string) string {
+	var with []*View
+	for _, v := range views {
+		if v.Label != nil {
+			with = append(with, v)
+		}
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	return func(name string) string {
+		for i := len(with) - 1; i >= 0; i-- {
+			if l := with[i].Label(name); l != "" {
+				return l
+			}
+		}
+		return ""
+	}
+}
+
 // Annotate writes each labelled word of text followed by " (label)". A word may carry
 // a diff's "+" or "-" and a chain line's ":" in front.
-func Annotate(text []byte, labels map[string]string) []byte {
-	if len(labels) == 0 {
+func Annotate(text []byte, label func(word string) string) []byte {
+	if label == nil {
 		return text
 	}
 	var b strings.Builder
@@ -211,7 +266,7 @@ func Annotate(text []byte, labels map[string]string) []byte {
 		}
 		word := s[:i]
 		b.WriteString(word)
-		if l, ok := labels[strings.TrimRight(strings.TrimLeft(word, "+-:"), `"`)]; ok {
+		if l := label(strings.TrimRight(strings.TrimLeft(word, "+-:"), `"`)); l != "" {
 			b.WriteString(" (" + l + ")")
 		}
 		if i < len(s) {

@@ -12,7 +12,8 @@ import (
 )
 
 func view(sections ...*Section) *View {
-	v := &View{Sections: sections, Labels: map[string]string{"SVC-A": "ns/a:p", "SVC-B": "ns/b:p"}}
+	labels := map[string]string{"SVC-A": "ns/a:p", "SVC-B": "ns/b:p"}
+	v := &View{Sections: sections, Label: func(name string) string { return labels[name] }}
 	v.Sort()
 	return v
 }

@@ -201,9 +201,13 @@ func NewIPTables(rs *iptsyntax.Ruleset, host Host) (*IPTables, error) {
 		for _, c := range tb.Chains {
 			for i := range c.Rules {
 				r := &c.Rules[i]
-				s, err := iptsyntax.ParseSpec(r.Args)
+				s, err := iptsyntax.ParseSpec(r.Words())
 				if err != nil {
-					return nil, fmt.Errorf("%s: %v", r.Text(), err)
+					text := r.Raw
+					if r.Args != nil || text == "" {
+						text = r.Text()
+					}
+					return nil, fmt.Errorf("%s: %v", text, err)
 				}
 				t.readProbabilities(s)
 			}
@@ -230,6 +234,10 @@ func lighten(rs *iptsyntax.Ruleset) *iptsyntax.Ruleset {
 		nt := &iptsyntax.Table{Name: t.Name, Deleted: t.Deleted}
 		for _, c := range t.Chains {
 			nc := *c
+			if light(c) {
+				nt.Chains = append(nt.Chains, &nc) // read light already (ParseLight): shared
+				continue
+			}
 			nc.Rules = make([]iptsyntax.Rule, len(c.Rules))
 			for i, r := range c.Rules {
 				if r.Raw != "" {
@@ -242,6 +250,16 @@ func lighten(rs *iptsyntax.Ruleset) *iptsyntax.Ruleset {
 		out.Tables = append(out.Tables, nt)
 	}
 	return iptsyntax.Reindex(out)
+}
+
+// light reports a chain whose rules read from text keep no words.
+func light(c *iptsyntax.Chain) bool {
+	for _, r := range c.Rules {
+		if r.Raw != "" && r.Args != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // expanded is the tracer's ruleset with every rule's words read again.

@@ -279,7 +279,13 @@ func (e *Emitter) jumps(b *syntax.Buffer, table string) {
 // MapOwners names the chains of every service port and endpoint of a service map, exactly
 // (the names are hashes of what the map holds).
 func MapOwners(sm *ir.ServiceMap) syntax.Owners {
-	o := syntax.Owners{}
+	n := 0
+	for _, s := range sm.Services {
+		for _, p := range s.Ports {
+			n += 4 + len(p.Endpoints)
+		}
+	}
+	o := make(syntax.Owners, n) // sized at once: 140,000 names at 10,000 Services
 	for _, s := range sm.Services {
 		for _, p := range s.Ports {
 			spn, proto := p.Name.String(), p.Protocol.Lower()

@@ -20,6 +20,7 @@ func (st *State) View() *ruleview.View {
 		return v
 	}
 	f := newLineFormat(st.Family)
+	v.Key = f.ruleLineKey
 	table := string(st.Family) + " " + TableName
 	section := func(name string, def knftables.Object, rank int) *ruleview.Section {
 		s := &ruleview.Section{Table: table, Name: name, Header: f.line(Add, def), Owner: PortOf(name), Rank: rank}
@@ -30,7 +31,11 @@ func (st *State) View() *ruleview.View {
 		c := st.Chains[name]
 		s := section(name, c.Obj, 1)
 		for _, r := range c.Rules {
-			s.Lines = append(s.Lines, ruleview.Line{Text: f.line(Add, r), Key: name + " " + ruleKey(r)})
+			l := ruleview.Line{Text: f.line(Add, r)}
+			if !plainRule(r) || r.Chain != name {
+				l.Key = name + " " + ruleKey(r) // not written as ruleLineKey reads it
+			}
+			s.Lines = append(s.Lines, l)
 		}
 	}
 	for _, cs := range []map[string]*Container{st.Sets, st.Maps} {
@@ -49,6 +54,18 @@ func (st *State) View() *ruleview.View {
 
 // ruleKey is a rule with its comment in canonical form.
 func ruleKey(r *knftables.Rule) string { return Canonical(RuleLine(r)) }
+
+// ruleLineKey is the key of a plain rule's line, "add rule FAMILY kube-proxy CHAIN
+// RULE" as appendRule writes it: the chain and ruleKey, made from the line when diff
+// or audit needs it (most lines of two tables of one node are the same text).
+func (f lineFormat) ruleLineKey(line string) string {
+	rest, ok := strings.CutPrefix(line, string(f.start(nil, "add rule ", "")))
+	chain, rule, found := strings.Cut(rest, " ")
+	if !ok || !found {
+		return line // View keys every other line itself
+	}
+	return chain + " " + Canonical(rule)
+}
 
 // line is one operation's line without its newline; an object that does not write
 // (knftables refuses it) shows as its error.
