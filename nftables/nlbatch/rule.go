@@ -89,8 +89,9 @@ func (b *rule) raw(name string, data []netlink.Attribute) {
 	}))
 }
 
-// bitwise is "reg 1 = (reg 1 & mask) ^ xor" as nft sends it: with the operation
-// (NFT_BITWISE_BOOL), which google/nftables' Bitwise leaves out.
+// bitwise is "reg 1 = (reg 1 & mask) ^ xor" as nft sends it for "mark set mark or X":
+// with the operation (NFT_BITWISE_BOOL), which google/nftables' Bitwise leaves out
+// (as nft does for a prefix's mask).
 func (b *rule) bitwise(mask, xor []byte) {
 	b.raw("bitwise", []netlink.Attribute{
 		{Type: unix.NFTA_BITWISE_SREG, Data: be32(1)},
@@ -182,7 +183,8 @@ func (b *rule) addrMatch(src bool, w *words) error {
 			mask = netip.PrefixFrom(netip.IPv4Unspecified(), bits)
 		}
 		b.add(&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: size})
-		b.bitwise(maskBytes(mask), make([]byte, size))
+		// a prefix's mask: nft sends no operation here (google/nftables' Bitwise)
+		b.add(&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: size, Mask: maskBytes(mask), Xor: make([]byte, size)})
 		b.add(&expr.Cmp{Op: op, Register: 1, Data: p.Masked().Addr().AsSlice()})
 	}
 	return nil
