@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/mdlayher/netlink"
 	"github.com/svcgen/svcgen/nftables/nlbatch"
@@ -28,6 +29,17 @@ type NetlinkNFT struct {
 	// Loaded, when set, is told how each transaction was loaded: through netlink or,
 	// with the reason, through nft -f (tests).
 	Loaded func(netlinkBatch bool, why error)
+}
+
+// DefaultNFTKernel is the kernel apply's nftables backend uses: NetlinkNFT, or, with
+// SVCGEN_NFT_LOADER=nft in the environment, ExecNFT alone (every transaction through
+// nft -f, as before NetlinkNFT: for comparisons, and a way back should a kernel
+// refuse what nft would load).
+func DefaultNFTKernel() NFTKernel {
+	if os.Getenv("SVCGEN_NFT_LOADER") == "nft" {
+		return ExecNFT{}
+	}
+	return NetlinkNFT{}
 }
 
 func (k NetlinkNFT) Run(ctx context.Context, script []byte) error {
