@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"github.com/svcgen/svcgen/nftables/nlbatch"
@@ -51,6 +52,11 @@ func (k NetlinkNFT) Run(ctx context.Context, script []byte) error {
 			k.loaded(true, nil)
 			return nil
 		}
+		if !errors.Is(err, errNotCommitted) {
+			// The kernel may have committed the batch: running it again could load
+			// it twice. The caller reads the kernel again (apply forgets its state).
+			return err
+		}
 	}
 	k.loaded(false, err)
 	return k.ExecNFT.Run(ctx, script)
@@ -62,17 +68,29 @@ func (k NetlinkNFT) loaded(nl bool, why error) {
 	}
 }
 
-// errBatch is a batch the kernel refused or that could not be sent.
-var errBatch = errors.New("nf_tables batch")
+// errBatch is a batch whose answer could not be read; errNotCommitted one that the
+// kernel refused or that was never sent, so that nothing of it was committed.
+var (
+	errBatch        = errors.New("nf_tables batch")
+	errNotCommitted = fmt.Errorf("%w not committed", errBatch)
+)
 
 // sendBatch sends messages as one nf_tables batch (one transaction) in the network
 // namespace of the calling thread and waits for the kernel's answer to each.
 func sendBatch(msgs []nlbatch.Message) error {
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errBatch, err)
+		return fmt.Errorf("%w: %v", errNotCommitted, err)
 	}
 	defer c.Close()
+	// Acknowledgements without the messages they answer, and room for many: a lost
+	// one (ENOBUFS) would leave the batch's fate unknown.
+	if err := c.SetOption(netlink.CapAcknowledge, true); err != nil {
+		return fmt.Errorf("%w: %v", errNotCommitted, err)
+	}
+	if err := c.SetReadBuffer(4 << 20); err != nil {
+		return fmt.Errorf("%w: %v", errNotCommitted, err)
+	}
 	batch := make([]netlink.Message, 0, len(msgs)+2)
 	batch = append(batch, batchMark(unix.NFNL_MSG_BATCH_BEGIN))
 	for _, m := range msgs {
@@ -81,12 +99,21 @@ func sendBatch(msgs []nlbatch.Message) error {
 	}
 	batch = append(batch, batchMark(unix.NFNL_MSG_BATCH_END))
 	if _, err := c.SendMessages(batch); err != nil {
-		return fmt.Errorf("%w: %v", errBatch, err)
+		return fmt.Errorf("%w: %v", errNotCommitted, err)
 	}
 	// The kernel has processed the batch by the time the send returns; each message
-	// is acknowledged, or the first refusal is reported (and nothing committed).
+	// is acknowledged, or a refusal is reported (an error from the kernel: the whole
+	// batch was aborted, nothing committed).
 	for acked := 0; acked < len(msgs); {
 		replies, err := c.Receive()
+		// The kernel's refusal is an OpError of a bare Errno (mdlayher/netlink wraps
+		// the socket's own errors, ENOBUFS say, in an os.SyscallError).
+		var oe *netlink.OpError
+		if errors.As(err, &oe) {
+			if _, refused := oe.Err.(syscall.Errno); refused {
+				return fmt.Errorf("%w: %v", errNotCommitted, err)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %v", errBatch, err)
 		}

@@ -358,3 +358,62 @@ func (q *quietTB) Fail()                    { q.failed = true }
 func (q *quietTB) Skipped() bool            { return false }
 func (q *quietTB) Chdir(string)             {}
 func (q *quietTB) ArtifactDir() string      { return os.TempDir() }
+
+// TestNFTNetlinkRefused: a transaction the kernel refuses changes nothing, through
+// netlink as through nft -f: the batch is aborted whole (the generation does not
+// move, the table lists as before), and the error is nft's own, naming the line (the
+// same text is run through nft -f after the kernel refused the batch).
+func TestNFTNetlinkRefused(t *testing.T) {
+	l := netlab.New(t)
+	ns := l.NS("nlrefused")
+	sm := compileQuiet("refused", string(randcluster.Generate(3, randcluster.Options{})), release.Release{})
+	if sm == nil {
+		t.Fatal("the random cluster does not compile")
+	}
+	var whole strings.Builder
+	if err := nftrules.Write(&whole, sm, nftrules.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Feed(ns, []byte(whole.String()), "nft", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	before := l.In(ns, "nft", "-a", "list", "table", "ip", "kube-proxy")
+	// A new chain and rule (encodable), then the delete of an element that is not
+	// there: the kernel refuses the third line.
+	script := []byte("add chain ip kube-proxy svcgen-test\n" +
+		"add rule ip kube-proxy svcgen-test ip saddr 198.18.0.1 jump mark-for-masquerade\n" +
+		"delete element ip kube-proxy cluster-ips { 198.18.255.254 }\n")
+	var batches, fallbacks int
+	kernel := apply.NetlinkNFT{Loaded: func(nl bool, err error) {
+		if nl {
+			batches++
+		} else {
+			fallbacks++
+		}
+	}}
+	var g0, g1 uint32
+	var runErr error
+	if err := netlab.InNS(ns, func() error {
+		var err error
+		if g0, err = apply.NFTablesGeneration(); err != nil {
+			return err
+		}
+		runErr = kernel.Run(t.Context(), script)
+		g1, err = apply.NFTablesGeneration()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if runErr == nil || !strings.Contains(runErr.Error(), "/dev/stdin:3:") {
+		t.Errorf("error %v, want nft's, naming line 3", runErr)
+	}
+	if batches != 0 || fallbacks != 1 {
+		t.Errorf("%d batches loaded, %d through nft -f; want the refused batch run again through nft", batches, fallbacks)
+	}
+	if g1 != g0 {
+		t.Errorf("the generation moved from %d to %d", g0, g1)
+	}
+	if after := l.In(ns, "nft", "-a", "list", "table", "ip", "kube-proxy"); after != before {
+		t.Errorf("the table changed:\n%s", lineDiff(before, after))
+	}
+}
