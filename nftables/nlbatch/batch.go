@@ -26,7 +26,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
 	"golang.org/x/sys/unix"
@@ -363,5 +362,3 @@ func (w *words) next() string {
 	}
 	return s
 }
-
-var _ = expr.Marshal

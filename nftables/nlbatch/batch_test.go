@@ -116,9 +116,6 @@ func TestEncodeForms(t *testing.T) {
 		}
 		tree := Tree(uint16(rule.Header.Type), rule.Data)
 		var names []string
-		for _, name := range []string{"payload", "cmp", "immediate", "bitwise", "meta", "nat", "fib", "dynset", "lookup", "numgen"} {
-			_ = name
-		}
 		for l := range strings.Lines(tree) {
 			f := strings.Fields(l)
 			if len(f) == 2 && f[0] == "1" && len(l)-len(strings.TrimLeft(l, " ")) == 6 {
