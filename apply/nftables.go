@@ -29,7 +29,7 @@ import (
 type NFTables struct {
 	IPv6       bool
 	StageAbove int
-	// Kernel runs nft (nil: the nft command, ExecNFT).
+	// Kernel loads and lists the table (nil: DefaultNFTKernel).
 	Kernel NFTKernel
 }
 
@@ -62,7 +62,7 @@ func (b *NFTables) family() knftables.Family {
 
 func (b *NFTables) kernel() NFTKernel {
 	if b.Kernel == nil {
-		return ExecNFT{}
+		return DefaultNFTKernel()
 	}
 	return b.Kernel
 }
@@ -75,6 +75,8 @@ type nftState struct {
 	// plan of the same map has nothing to do.
 	sm *ir.ServiceMap
 }
+
+func (s *nftState) loadedFrom() *ir.ServiceMap { return s.sm }
 
 func (s *nftState) table() *nftsyntax.State {
 	if s.rs == nil {

@@ -287,3 +287,33 @@ func readTarget(kind, rest, l string) (knftables.Object, error) {
 	}
 	return nil, fmt.Errorf("%q: unknown object %q", l, kind)
 }
+
+// ScriptOp is one operation of a script, read as Run reads it: a verb (Add, Flush or
+// Delete) on the kube-proxy table of a family, and its object, or, for an element
+// line, its elements (each with Set set to the line's set or map, which may be a map).
+// Obj is nil for an object a State does not keep (a counter, a flowtable).
+type ScriptOp struct {
+	Family knftables.Family
+	Verb   string
+	Obj    knftables.Object
+	Elems  []*knftables.Element
+	Line   int // from 1
+}
+
+// ReadScript reads a script's operations in order, without applying them (apply's
+// netlink loader turns them into one batch; Run applies them).
+func ReadScript(text string) ([]ScriptOp, error) {
+	var ops []ScriptOp
+	n := 0
+	for l := range strings.Lines(text) {
+		n++
+		op, ok, err := readOp(l)
+		if err != nil {
+			return nil, &LineError{Line: n, Err: err}
+		}
+		if ok {
+			ops = append(ops, ScriptOp{Family: op.family, Verb: op.verb, Obj: op.obj, Elems: op.elems, Line: n})
+		}
+	}
+	return ops, nil
+}
