@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -260,7 +261,13 @@ func (h *harness) cases(t *testing.T) []Case {
 // resolve runs svcgen resolve once per case: the cluster after svcgen's control
 // plane does not depend on the kube-proxy release.
 func (h *harness) resolve(c Case, dir string) ([]byte, error) {
-	key := c.Name
+	return h.once("resolve "+c.Name, func() ([]byte, error) {
+		return h.run(append([]string{"resolve"}, h.inputArgs(c, dir)...)...)
+	})
+}
+
+// once runs f once per key and keeps what it returned.
+func (h *harness) once(key string, f func() ([]byte, error)) ([]byte, error) {
 	h.mu.Lock()
 	r := h.resolved[key]
 	if r == nil {
@@ -268,11 +275,37 @@ func (h *harness) resolve(c Case, dir string) ([]byte, error) {
 		h.resolved[key] = r
 	}
 	h.mu.Unlock()
-	r.once.Do(func() {
-		args := append([]string{"resolve"}, h.inputArgs(c, dir)...)
-		r.yaml, r.err = h.run(args...)
-	})
+	r.once.Do(func() { r.yaml, r.err = f() })
 	return r.yaml, r.err
+}
+
+// nftHeader is the line svcgen's nftables script starts each family's table with:
+// "# kube-proxy v1.37 nftables rules for node node1 (IPv6), written by svcgen".
+var nftHeader = regexp.MustCompile(`(?m)^# kube-proxy v1\.\d+ nftables rules for node \S+ \((IPv[46])\)`)
+
+// families are the IP families of the case's run, as svcgen chooses them
+// (compiler.families: the NodeEnvironment's ipFamily, else the families the input
+// has), read from the one nftables script that holds every family's table. The
+// kube-proxy side runs on a host that supports exactly these: the dual-stack
+// proxier for two, as kube-proxy runs it where iptables, ip6tables and the kernel
+// support both (platformCheckSupported), else the single-stack proxier of the one.
+// When svcgen refuses the input, the NodeEnvironment's family (IPv4 when it says
+// none) is the oracle's, and svcgen's side is its error.
+func (h *harness) families(c Case, dir, node string, env Env) []string {
+	script, err := h.once("families "+c.Name, func() ([]byte, error) {
+		return h.run(append([]string{"compile", "-m", "nftables", "--node", node}, h.inputArgs(c, dir)...)...)
+	})
+	var fams []string
+	for _, m := range nftHeader.FindAllSubmatch(script, -1) {
+		fams = append(fams, string(m[1]))
+	}
+	if err != nil || len(fams) == 0 {
+		if env.Family == "DualStack" {
+			return []string{"IPv4", "IPv6"}
+		}
+		return []string{env.Family}
+	}
+	return fams
 }
 
 // inputArgs are the input flags of svcgen resolve and compile for a case whose files
@@ -329,13 +362,13 @@ func (h *harness) compare(t *testing.T, rel *release, mode string, c Case) {
 		h.tally.add(key, "not run: "+err.Error())
 		t.Skip(err)
 	}
-	if prep.Env.Family != "IPv4" && prep.Env.Family != "IPv6" {
-		h.tally.add(key, "not run: dual-stack NodeEnvironment (the oracle runs one family)")
-		t.Skip("dual-stack")
+	families := h.families(c, dir, node, prep.Env)
+	if len(families) > 1 {
+		h.tally.add(key, "dual-stack: both families compared")
 	}
 	write(t, dir, "resolved.yaml", resolved)
 	write(t, dir, "oracle-config.yaml", prep.Config)
-	m := &modeRun{h: h, t: t, rel: rel, mode: mode, c: c, dir: dir, env: prep.Env, resolved: resolved, node: node}
+	m := &modeRun{h: h, t: t, rel: rel, mode: mode, c: c, dir: dir, env: prep.Env, families: families, resolved: resolved, node: node}
 	start := time.Now()
 	kp := m.kubeProxy()
 	took := time.Since(start)
