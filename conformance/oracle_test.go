@@ -222,7 +222,8 @@ func (h *harness) buildReleases(t *testing.T) []*release {
 }
 
 // cases are the golden cases (see SVCGEN_ORACLE_GOLDEN), the oracle's own
-// (testdata/) and the random clusters, every fourth one IPv6.
+// (testdata/) and the random clusters, every fourth one IPv6, and a few
+// dual-stack ones (dualClusters).
 func (h *harness) cases(t *testing.T) []Case {
 	var cases []Case
 	golden := knob("SVCGEN_ORACLE_GOLDEN", "1")
@@ -255,7 +256,25 @@ func (h *harness) cases(t *testing.T) []Case {
 			Modes: AllModes,
 		})
 	}
+	for seed := 1; seed <= dualClusters(n); seed++ {
+		cases = append(cases, Case{
+			Name:  fmt.Sprintf("random-dual-%d", seed),
+			Input: randcluster.Generate(uint64(seed), randcluster.Options{Dual: true, IPv6: seed%2 == 0}),
+			Modes: AllModes,
+		})
+	}
 	return cases
+}
+
+// dualClusters is the number of dual-stack random clusters beside n single-family
+// ones: one for every six, at least one, every other one IPv6-primary. A
+// dual-stack comparison runs both proxiers and loads both families, so it costs
+// about one and a half single-family ones.
+func dualClusters(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return max(1, n/6)
 }
 
 // resolve runs svcgen resolve once per case: the cluster after svcgen's control
