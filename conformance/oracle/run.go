@@ -72,18 +72,27 @@ func Run(ctx context.Context, r Release, in Input) error {
 	if err := feed(proxier, cluster, p); err != nil {
 		return err
 	}
+	if err := synced(ctx, p); err != nil {
+		return err
+	}
+	if fakes != nil {
+		return fakes.write(in.OutDir)
+	}
+	return nil
+}
+
+// synced checks that every family's proxier has done its sync and, in iptables
+// mode, made its canary chains.
+func synced(ctx context.Context, p *Params) error {
 	for _, family := range p.Families() {
 		if err := firstSyncDone(family); err != nil {
 			return err
 		}
-		if cfg.Mode == kubeproxyconfig.ProxyModeIPTables {
+		if p.Config.Mode == kubeproxyconfig.ProxyModeIPTables {
 			if err := canariesMade(ctx, p.IPTables[family]); err != nil {
 				return err
 			}
 		}
-	}
-	if fakes != nil {
-		return fakes.write(in.OutDir)
 	}
 	return nil
 }
