@@ -252,12 +252,12 @@ func (g *gen) service(i int) {
 	}
 	if kind == "ExternalIPs" || (external && g.chance(20)) {
 		g.externalIP++
-		g.printf("  externalIPs: [%q]\n", fmt.Sprintf(g.some(fams).externalIP, g.externalIP))
+		g.printf("  externalIPs: [%q]\n", fmt.Sprintf(g.some(g.fams).externalIP, g.externalIP))
 	}
 	if kind == "LoadBalancer" && g.chance(50) {
 		ranges := g.pick(fams[0].sourceRanges...)
-		if len(fams) > 1 && g.chance(50) {
-			ranges += ", " + g.pick(fams[1].sourceRanges...)
+		if g.o.Dual && g.chance(50) {
+			ranges += ", " + g.pick(g.some(g.fams).sourceRanges...)
 		}
 		g.printf("  loadBalancerSourceRanges: [%s]\n", ranges)
 	}
@@ -302,7 +302,9 @@ func (g *gen) service(i int) {
 	}
 }
 
-// some is one of fams: the only one, else either.
+// some is one of fams: the only one, else either. (A Service's external IPs and
+// source ranges may be of a family it has no ClusterIP of: the API server takes
+// them, and each family's proxier uses those of its own family.)
 func (g *gen) some(fams []plan) plan {
 	if len(fams) == 1 {
 		return fams[0]
