@@ -267,14 +267,15 @@ func (h *harness) cases(t *testing.T) []Case {
 }
 
 // dualClusters is the number of dual-stack random clusters beside n single-family
-// ones: one for every six, at least one, every other one IPv6-primary. A
-// dual-stack comparison runs both proxiers and loads both families, so it costs
-// about one and a half single-family ones.
+// ones: one for every eight, at least one, every other one IPv6-primary (three
+// at the default size, one with -short). A dual-stack comparison runs both
+// proxiers and loads both families, so it costs about one and a half
+// single-family ones (docs/oracle.md has the measurements).
 func dualClusters(n int) int {
 	if n <= 0 {
 		return 0
 	}
-	return max(1, n/6)
+	return max(1, n/8)
 }
 
 // resolve runs svcgen resolve once per case: the cluster after svcgen's control
