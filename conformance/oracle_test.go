@@ -311,21 +311,24 @@ var nftHeader = regexp.MustCompile(`(?m)^# kube-proxy v1\.\d+ nftables rules for
 // support both (platformCheckSupported), else the single-stack proxier of the one.
 // When svcgen refuses the input, the NodeEnvironment's family (IPv4 when it says
 // none) is the oracle's, and svcgen's side is its error.
-func (h *harness) families(c Case, dir, node string, env Env) []string {
+func (h *harness) families(c Case, dir, node string, env Env) ([]string, error) {
 	script, err := h.once("families "+c.Name, func() ([]byte, error) {
 		return h.run(append([]string{"compile", "-m", "nftables", "--node", node}, h.inputArgs(c, dir)...)...)
 	})
+	if err != nil {
+		if env.Family == "DualStack" {
+			return []string{"IPv4", "IPv6"}, nil
+		}
+		return []string{env.Family}, nil
+	}
 	var fams []string
 	for _, m := range nftHeader.FindAllSubmatch(script, -1) {
 		fams = append(fams, string(m[1]))
 	}
-	if err != nil || len(fams) == 0 {
-		if env.Family == "DualStack" {
-			return []string{"IPv4", "IPv6"}
-		}
-		return []string{env.Family}
+	if len(fams) == 0 {
+		return nil, fmt.Errorf("svcgen's nftables script names no family in a header the harness knows (%s): %.200q", nftHeader, script)
 	}
-	return fams
+	return fams, nil
 }
 
 // inputArgs are the input flags of svcgen resolve and compile for a case whose files
@@ -382,7 +385,10 @@ func (h *harness) compare(t *testing.T, rel *release, mode string, c Case) {
 		h.tally.add(key, "not run: "+err.Error())
 		t.Skip(err)
 	}
-	families := h.families(c, dir, node, prep.Env)
+	families, err := h.families(c, dir, node, prep.Env)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(families) > 1 {
 		h.tally.add(key, "dual-stack: both families compared")
 	}
