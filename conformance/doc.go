@@ -3,8 +3,9 @@
 // k8s.io/kubernetes and builds a small program (on package conformance/oracle, a
 // module too) that runs upstream's real proxier once on one cluster. The test here
 // (TestOracle) runs it in one network namespace, loads svcgen's rules for the same
-// cluster and mode into another, reads both back with the real tools and compares
-// them, in one canonical order where kube-proxy's own order is Go map order.
+// cluster, mode and IP families (both for a dual-stack run) into another, reads both
+// back with the real tools and compares them family by family, in one canonical
+// order where kube-proxy's own order is Go map order.
 //
 // Differences that are known and explained are listed in expected.txt; any other
 // difference fails the test, with a diff ("-" is kube-proxy, "+" is svcgen).

@@ -26,6 +26,7 @@ type modeRun struct {
 	c        Case
 	dir      string // input.yaml, case-config.yaml, oracle-config.yaml, resolved.yaml
 	env      Env
+	families []string // IPv4, IPv6, or both: see harness.families
 	resolved []byte
 	node     string
 }
@@ -96,7 +97,7 @@ func (h *harness) svcgenSide(m *modeRun) side {
 	if err != nil {
 		return side{err: err}
 	}
-	key := fmt.Sprintf("%s %s %s %+v %x", m.c.Name, m.mode, m.env.Family, m.rel.probe, sum)
+	key := fmt.Sprintf("%s %s %s %+v %x", m.c.Name, m.mode, m.families, m.rel.probe, sum)
 	h.mu.Lock()
 	r := h.svcgens[key]
 	if r == nil {
@@ -108,33 +109,51 @@ func (h *harness) svcgenSide(m *modeRun) side {
 	return r.side
 }
 
-// releaseHeader is the first line of svcgen's iptables and nftables output, which
-// names the release: "# kube-proxy v1.37 iptables rules for node ...".
-var releaseHeader = regexp.MustCompile(`\A# kube-proxy v1\.\d+ [^\n]*\n`)
+// releaseHeader is the line svcgen's iptables and nftables outputs start each
+// family's rules with, which names the release: "# kube-proxy v1.37 iptables rules
+// for node ...".
+var releaseHeader = regexp.MustCompile(`(?m)^# kube-proxy v1\.\d+ [^\n]*\n`)
 
-// compile runs svcgen compile for the case, mode and release (ipvs mode: the parts
-// --split writes into out) and returns the rules and a hash of them without the
-// header that names the release.
-func (m *modeRun) compile(out string) (rules []byte, sum [sha256.Size]byte, err error) {
-	// The oracle runs kube-proxy's single-stack proxier of the case's family; svcgen
-	// writes that family alone (a dual-stack input would give both).
-	family := "ipv4"
-	if m.env.Family == "IPv6" {
-		family = "ipv6"
+// compile runs svcgen compile for the case, mode, release and the run's families,
+// and returns the rules of each family (nftables: one script for all, under the
+// first family) and a hash of them without the headers that name the release.
+// iptables with two families writes out.v4 and out.v6; ipvs mode writes the parts
+// --split writes into out (out/v4 and out/v6 with two families).
+func (m *modeRun) compile(out string) (rules map[string][]byte, sum [sha256.Size]byte, err error) {
+	family := "dual"
+	if len(m.families) == 1 {
+		family = strings.ToLower(m.families[0])
 	}
 	args := append([]string{"compile", "-m", m.mode, "--node", m.node, "--kube-proxy-version", m.rel.table.String(), "--ip-family", family},
 		m.h.inputArgs(m.c, m.dir)...)
-	if m.mode == "ipvs" {
+	dual := len(m.families) > 1
+	switch {
+	case m.mode == "ipvs":
 		args = append(args, "--split", "-o", out)
+	case m.mode == "iptables" && dual:
+		args = append(args, "-o", out)
 	}
-	if rules, err = m.h.run(args...); err != nil {
+	stdout, err := m.h.run(args...)
+	if err != nil {
 		return nil, sum, err
 	}
+	rules = map[string][]byte{m.families[0]: stdout}
+	if m.mode == "iptables" && dual {
+		for _, f := range m.families {
+			if rules[f], err = os.ReadFile(out + "." + suffix(f)); err != nil {
+				return nil, sum, err
+			}
+		}
+	}
 	h := sha256.New()
-	h.Write(releaseHeader.ReplaceAll(rules, nil))
-	if m.mode == "ipvs" {
+	for _, f := range m.families {
+		fmt.Fprintf(h, "%s %d\n", f, len(rules[f]))
+		h.Write(releaseHeader.ReplaceAll(rules[f], nil))
+		if m.mode != "ipvs" {
+			continue
+		}
 		for _, name := range ipvsParts {
-			data, err := os.ReadFile(filepath.Join(out, name))
+			data, err := os.ReadFile(filepath.Join(m.familyDir(out, f), name))
 			if err != nil {
 				return nil, sum, err
 			}
@@ -146,76 +165,114 @@ func (m *modeRun) compile(out string) (rules []byte, sum [sha256.Size]byte, err 
 	return rules, sum, nil
 }
 
+// suffix is svcgen's (and the oracle's) name of a family's outputs: v4 or v6.
+func suffix(family string) string {
+	if family == "IPv6" {
+		return "v6"
+	}
+	return "v4"
+}
+
+// familyDir is the folder of a family's ipvs state in dir: dir itself for one
+// family, dir/v4 and dir/v6 for two (svcgen's --split, the oracle's -out).
+func (m *modeRun) familyDir(dir, family string) string {
+	if len(m.families) == 1 {
+		return dir
+	}
+	return filepath.Join(dir, suffix(family))
+}
+
+// part names one family's part of a side: the name alone for one family, else
+// with the family ("IPv6 iptables").
+func (m *modeRun) part(family, name string) string {
+	if len(m.families) == 1 {
+		return name
+	}
+	return family + " " + name
+}
+
 // ipvsParts are the files svcgen compile -m ipvs --split writes.
 var ipvsParts = []string{"sysctl.conf", "addresses", "ipset.restore", "ipvsadm.rules", "iptables.rules"}
 
 // load loads svcgen's rules into a namespace of its own with the real tools and
 // reads them back (ipvs mode: the parts in out, the sets loaded with ipset restore).
-func (m *modeRun) load(rules []byte, out string) side {
+func (m *modeRun) load(rules map[string][]byte, out string) side {
 	l := newLab(m.t)
 	ns := l.NS("sg")
 	m.setupNode(l, ns)
-	var err error
-	switch m.mode {
-	case "nftables":
-		err = l.Feed(ns, rules, "nft", "-f", "-")
-	case "ipvs":
-		var sets []byte
-		if sets, err = os.ReadFile(filepath.Join(out, "ipset.restore")); err == nil {
-			err = l.Feed(ns, sets, "ipset", "restore", "-exist")
+	if m.mode == "iptables" && m.rel.probe.NFAcct {
+		for _, c := range nfacctCounters {
+			l.In(ns, "nfacct", "add", c)
 		}
-	case "iptables":
-		if m.rel.probe.NFAcct {
-			for _, c := range nfacctCounters {
-				l.In(ns, "nfacct", "add", c)
-			}
-		}
-		err = l.Feed(ns, rules, m.iptables()+"-restore")
 	}
-	if err != nil {
-		return side{err: fmt.Errorf("loading svcgen's rules: %w", err)}
+	var err error
+	for _, f := range m.families {
+		switch m.mode {
+		case "nftables":
+			if r, ok := rules[f]; ok {
+				err = l.Feed(ns, r, "nft", "-f", "-")
+			}
+		case "ipvs":
+			var sets []byte
+			if sets, err = os.ReadFile(filepath.Join(m.familyDir(out, f), "ipset.restore")); err == nil {
+				err = l.Feed(ns, sets, "ipset", "restore", "-exist")
+			}
+		case "iptables":
+			err = l.Feed(ns, rules[f], iptablesTool(f)+"-restore")
+		}
+		if err != nil {
+			return side{err: fmt.Errorf("loading svcgen's rules: %w", err)}
+		}
 	}
 	return m.read(l, ns, out)
 }
 
-// read reads one side back in canonical text: iptables-save of every table; nft's
-// tables and the kube-proxy table of the family; for ipvs, the files in dir (the
-// oracle's fakes, or svcgen's split output) and the sets restored into ns.
+// read reads one side back in canonical text: iptables-save (ip6tables-save) of
+// every table; nft's tables and the kube-proxy table of each family; for ipvs, the
+// files in dir (the oracle's fakes, or svcgen's split output) and the sets in ns.
 func (m *modeRun) read(l *netlab.Lab, ns, dir string) side {
 	parts := map[string]string{}
 	switch m.mode {
-	case "iptables":
-		rs := Ruleset{}
-		if err := rs.ParseRestore(l.In(ns, m.iptables()+"-save")); err != nil {
-			m.t.Fatalf("reading %s-save: %v", m.iptables(), err)
-		}
-		parts["iptables"] = rs.Canonical(mapOrdered)
 	case "nftables":
 		parts["nft tables"] = CanonicalLines(l.In(ns, "nft", "list", "tables"))
-		family := "ip"
-		if m.env.Family == "IPv6" {
-			family = "ip6"
-		}
-		listing, err := l.Try("ip", "netns", "exec", ns, "nft", "list", "table", family, "kube-proxy")
-		if err != nil {
-			parts["nftables"] = "no table " + family + " kube-proxy\n"
-			break
-		}
-		if parts["nftables"], err = CanonicalNFT(listing); err != nil {
-			m.t.Fatalf("reading nft list table: %v\n%s", err, listing)
-		}
 	case "ipvs":
-		m.readIPVS(l, ns, dir, parts)
+		parts["ipset"] = CanonicalLines(l.In(ns, "ipset", "save"))
+	}
+	for _, f := range m.families {
+		switch m.mode {
+		case "iptables":
+			rs := Ruleset{}
+			if err := rs.ParseRestore(l.In(ns, iptablesTool(f)+"-save")); err != nil {
+				m.t.Fatalf("reading %s-save: %v", iptablesTool(f), err)
+			}
+			parts[m.part(f, "iptables")] = rs.Canonical(mapOrdered)
+		case "nftables":
+			family := "ip"
+			if f == "IPv6" {
+				family = "ip6"
+			}
+			name := m.part(f, "nftables")
+			listing, err := l.Try("ip", "netns", "exec", ns, "nft", "list", "table", family, "kube-proxy")
+			if err != nil {
+				parts[name] = "no table " + family + " kube-proxy\n"
+				continue
+			}
+			if parts[name], err = CanonicalNFT(listing); err != nil {
+				m.t.Fatalf("reading nft list table: %v\n%s", err, listing)
+			}
+		case "ipvs":
+			m.readIPVS(m.familyDir(dir, f), f, parts)
+		}
 	}
 	return side{parts: parts}
 }
 
-// readIPVS reads ipvs state as written to dir: IPVS services, kube-ipvs0's addresses
-// and the sysctls as sorted lines; the sets from the kernel (ipset save; kube-proxy
-// made its own there, svcgen's ipset.restore is loaded first); iptables as a Ruleset,
-// with the jumps svcgen's payload lists as ensured: this kernel has no xt_ipvs, which
-// kube-proxy's rules may use, so neither side's iptables can be loaded.
-func (m *modeRun) readIPVS(l *netlab.Lab, ns, dir string, parts map[string]string) {
+// readIPVS reads one family's ipvs state as written to dir: IPVS services,
+// kube-ipvs0's addresses and the sysctls as sorted lines; iptables as a Ruleset,
+// with the jumps svcgen's payload lists as ensured: this kernel has no xt_ipvs,
+// which kube-proxy's rules may use, so neither side's iptables can be loaded. (The
+// sets are the namespace's, read once for every family.)
+func (m *modeRun) readIPVS(dir, family string, parts map[string]string) {
 	read := func(name string) string {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -224,9 +281,8 @@ func (m *modeRun) readIPVS(l *netlab.Lab, ns, dir string, parts map[string]strin
 		return string(data)
 	}
 	for _, name := range []string{"ipvsadm.rules", "addresses", "sysctl.conf"} {
-		parts[name] = CanonicalLines(read(name))
+		parts[m.part(family, name)] = CanonicalLines(read(name))
 	}
-	parts["ipset"] = CanonicalLines(l.In(ns, "ipset", "save"))
 	rs := Ruleset{}
 	payload := read("iptables.rules")
 	if err := rs.ParseRestore(payload); err != nil {
@@ -237,7 +293,7 @@ func (m *modeRun) readIPVS(l *netlab.Lab, ns, dir string, parts map[string]strin
 			m.t.Fatalf("%s/iptables.rules: %v", dir, err)
 		}
 	}
-	parts["iptables"] = rs.Canonical(ipvsMapOrdered)
+	parts[m.part(family, "iptables")] = rs.Canonical(ipvsMapOrdered)
 }
 
 // jumpCommands are the rules svcgen's ipvs iptables.rules says kube-proxy ensures
@@ -254,9 +310,9 @@ func jumpCommands(payload string) []string {
 	return out
 }
 
-// iptables is "iptables" or "ip6tables" for the run's family.
-func (m *modeRun) iptables() string {
-	if m.env.Family == "IPv6" {
+// iptablesTool is "iptables" or "ip6tables" for a family.
+func iptablesTool(family string) string {
+	if family == "IPv6" {
 		return "ip6tables"
 	}
 	return "iptables"
@@ -303,6 +359,14 @@ func (m *modeRun) setupNode(l *netlab.Lab, ns string) {
 	}
 }
 
+// oracleFamily is the oracle's -family: the one family, or DualStack.
+func (m *modeRun) oracleFamily() string {
+	if len(m.families) > 1 {
+		return "DualStack"
+	}
+	return m.families[0]
+}
+
 // runOracle runs the release's oracle in ns; its error carries the end of its log.
 func (m *modeRun) runOracle(ns string, extra ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -310,7 +374,7 @@ func (m *modeRun) runOracle(ns string, extra ...string) error {
 	args := append([]string{"netns", "exec", ns, m.rel.bin, "run",
 		"-cluster", filepath.Join(m.dir, "resolved.yaml"),
 		"-config", filepath.Join(m.dir, "oracle-config.yaml"),
-		"-node", m.node, "-family", m.env.Family}, extra...)
+		"-node", m.node, "-family", m.oracleFamily()}, extra...)
 	var log bytes.Buffer
 	cmd := exec.CommandContext(ctx, "ip", args...)
 	cmd.Stdout, cmd.Stderr = &log, &log

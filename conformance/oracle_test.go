@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,7 +222,8 @@ func (h *harness) buildReleases(t *testing.T) []*release {
 }
 
 // cases are the golden cases (see SVCGEN_ORACLE_GOLDEN), the oracle's own
-// (testdata/) and the random clusters, every fourth one IPv6.
+// (testdata/) and the random clusters, every fourth one IPv6, and a few
+// dual-stack ones (dualClusters).
 func (h *harness) cases(t *testing.T) []Case {
 	var cases []Case
 	golden := knob("SVCGEN_ORACLE_GOLDEN", "1")
@@ -254,13 +256,38 @@ func (h *harness) cases(t *testing.T) []Case {
 			Modes: AllModes,
 		})
 	}
+	for seed := 1; seed <= dualClusters(n); seed++ {
+		cases = append(cases, Case{
+			Name:  fmt.Sprintf("random-dual-%d", seed),
+			Input: randcluster.Generate(uint64(seed), randcluster.Options{Dual: true, IPv6: seed%2 == 0}),
+			Modes: AllModes,
+		})
+	}
 	return cases
+}
+
+// dualClusters is the number of dual-stack random clusters beside n single-family
+// ones: one for every eight, at least one, every other one IPv6-primary (three
+// at the default size, one with -short). A dual-stack comparison runs both
+// proxiers and loads both families, so it costs about one and a half
+// single-family ones (docs/oracle.md has the measurements).
+func dualClusters(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return max(1, n/8)
 }
 
 // resolve runs svcgen resolve once per case: the cluster after svcgen's control
 // plane does not depend on the kube-proxy release.
 func (h *harness) resolve(c Case, dir string) ([]byte, error) {
-	key := c.Name
+	return h.once("resolve "+c.Name, func() ([]byte, error) {
+		return h.run(append([]string{"resolve"}, h.inputArgs(c, dir)...)...)
+	})
+}
+
+// once runs f once per key and keeps what it returned.
+func (h *harness) once(key string, f func() ([]byte, error)) ([]byte, error) {
 	h.mu.Lock()
 	r := h.resolved[key]
 	if r == nil {
@@ -268,11 +295,40 @@ func (h *harness) resolve(c Case, dir string) ([]byte, error) {
 		h.resolved[key] = r
 	}
 	h.mu.Unlock()
-	r.once.Do(func() {
-		args := append([]string{"resolve"}, h.inputArgs(c, dir)...)
-		r.yaml, r.err = h.run(args...)
-	})
+	r.once.Do(func() { r.yaml, r.err = f() })
 	return r.yaml, r.err
+}
+
+// nftHeader is the line svcgen's nftables script starts each family's table with:
+// "# kube-proxy v1.37 nftables rules for node node1 (IPv6), written by svcgen".
+var nftHeader = regexp.MustCompile(`(?m)^# kube-proxy v1\.\d+ nftables rules for node \S+ \((IPv[46])\)`)
+
+// families are the IP families of the case's run, as svcgen chooses them
+// (compiler.families: the NodeEnvironment's ipFamily, else the families the input
+// has), read from the one nftables script that holds every family's table. The
+// kube-proxy side runs on a host that supports exactly these: the dual-stack
+// proxier for two, as kube-proxy runs it where iptables, ip6tables and the kernel
+// support both (platformCheckSupported), else the single-stack proxier of the one.
+// When svcgen refuses the input, the NodeEnvironment's family (IPv4 when it says
+// none) is the oracle's, and svcgen's side is its error.
+func (h *harness) families(c Case, dir, node string, env Env) ([]string, error) {
+	script, err := h.once("families "+c.Name, func() ([]byte, error) {
+		return h.run(append([]string{"compile", "-m", "nftables", "--node", node}, h.inputArgs(c, dir)...)...)
+	})
+	if err != nil {
+		if env.Family == "DualStack" {
+			return []string{"IPv4", "IPv6"}, nil
+		}
+		return []string{env.Family}, nil
+	}
+	var fams []string
+	for _, m := range nftHeader.FindAllSubmatch(script, -1) {
+		fams = append(fams, string(m[1]))
+	}
+	if len(fams) == 0 {
+		return nil, fmt.Errorf("svcgen's nftables script names no family in a header the harness knows (%s): %.200q", nftHeader, script)
+	}
+	return fams, nil
 }
 
 // inputArgs are the input flags of svcgen resolve and compile for a case whose files
@@ -329,13 +385,16 @@ func (h *harness) compare(t *testing.T, rel *release, mode string, c Case) {
 		h.tally.add(key, "not run: "+err.Error())
 		t.Skip(err)
 	}
-	if prep.Env.Family != "IPv4" && prep.Env.Family != "IPv6" {
-		h.tally.add(key, "not run: dual-stack NodeEnvironment (the oracle runs one family)")
-		t.Skip("dual-stack")
+	families, err := h.families(c, dir, node, prep.Env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(families) > 1 {
+		h.tally.add(key, "dual-stack: both families compared")
 	}
 	write(t, dir, "resolved.yaml", resolved)
 	write(t, dir, "oracle-config.yaml", prep.Config)
-	m := &modeRun{h: h, t: t, rel: rel, mode: mode, c: c, dir: dir, env: prep.Env, resolved: resolved, node: node}
+	m := &modeRun{h: h, t: t, rel: rel, mode: mode, c: c, dir: dir, env: prep.Env, families: families, resolved: resolved, node: node}
 	start := time.Now()
 	kp := m.kubeProxy()
 	took := time.Since(start)

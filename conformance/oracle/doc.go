@@ -10,7 +10,8 @@
 // compiled against each release in turn. It imports upstream code and never copies
 // it: the configuration goes through kube-proxy's own command (LoadConfig), objects
 // through the API server's defaulting (ReadCluster), and the proxier is the real
-// NewProxier, fed as kube-proxy's informers feed it (Run).
+// NewProxier (NewDualStackProxier when the run has both families, as on a host
+// that supports both), fed as kube-proxy's informers feed it (Run).
 //
 // iptables and nftables mode program the network namespace the program runs in, with
 // the real iptables and nft; ipvs mode runs on upstream's fakes (this kernel has no

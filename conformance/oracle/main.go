@@ -16,10 +16,12 @@ import (
 )
 
 const usage = `usage:
-  %[1]s run -cluster FILE -config FILE -node NAME -family IPv4|IPv6 [-out DIR]
+  %[1]s run -cluster FILE -config FILE -node NAME -family IPv4|IPv6|DualStack [-out DIR]
       run the release's proxier once on the cluster (as root, inside the network
-      namespace it may program: ip netns exec NS %[1]s run ...); ipvs mode writes
-      its fakes' state to DIR
+      namespace it may program: ip netns exec NS %[1]s run ...), as kube-proxy does
+      on a host that supports the family (DualStack: both, so the dual-stack
+      proxier); ipvs mode writes its fakes' state to DIR (DIR/v4 and DIR/v6 for
+      DualStack)
   %[1]s probe
       print, as JSON, what kube-proxy finds on this node: --random-fully support and
       nfacct (the namespace's nfacct counters are changed)
@@ -69,14 +71,14 @@ func runCommand(r Release, args []string, stderr io.Writer) error {
 	fs.StringVar(&in.Cluster, "cluster", "", "Services, EndpointSlices, Nodes and ServiceCIDRs (YAML)")
 	fs.StringVar(&in.Config, "config", "", "the KubeProxyConfiguration")
 	fs.StringVar(&in.Node, "node", "", "the node's name when the configuration has no hostnameOverride")
-	fs.StringVar(&family, "family", "IPv4", "the IP family of the single-stack proxier: IPv4 or IPv6")
+	fs.StringVar(&family, "family", "IPv4", "the IP families the host supports: IPv4 or IPv6 (the single-stack proxier), or DualStack")
 	fs.StringVar(&in.OutDir, "out", "", "ipvs mode: the folder for the fakes' state")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	in.Family = v1.IPFamily(family)
-	if in.Cluster == "" || in.Config == "" || (in.Family != v1.IPv4Protocol && in.Family != v1.IPv6Protocol) {
-		return fmt.Errorf("run needs -cluster, -config and -family IPv4 or IPv6")
+	in.Family, in.DualStack = v1.IPFamily(family), family == "DualStack"
+	if in.Cluster == "" || in.Config == "" || (in.Family != v1.IPv4Protocol && in.Family != v1.IPv6Protocol && !in.DualStack) {
+		return fmt.Errorf("run needs -cluster, -config and -family IPv4, IPv6 or DualStack")
 	}
 	return Run(context.Background(), r, in)
 }

@@ -75,7 +75,16 @@ func nodeIPs(raw []net.IP, bindAddress string) (v1.IPFamily, map[v1.IPFamily]net
 	return primary, ips
 }
 
-// localDetector is cmd/kube-proxy's getLocalDetectors for one family.
+// localDetectors is cmd/kube-proxy's getLocalDetectors: a detector per family,
+// no-op where the mode has nothing for that family.
+func localDetectors(cfg *kubeproxyconfig.KubeProxyConfiguration, podCIDRs []string) map[v1.IPFamily]proxyutil.LocalTrafficDetector {
+	return map[v1.IPFamily]proxyutil.LocalTrafficDetector{
+		v1.IPv4Protocol: localDetector(cfg, v1.IPv4Protocol, podCIDRs),
+		v1.IPv6Protocol: localDetector(cfg, v1.IPv6Protocol, podCIDRs),
+	}
+}
+
+// localDetector is getLocalDetectors' detector for one family.
 func localDetector(cfg *kubeproxyconfig.KubeProxyConfiguration, family v1.IPFamily, podCIDRs []string) proxyutil.LocalTrafficDetector {
 	switch cfg.DetectLocalMode {
 	case kubeproxyconfig.LocalModeClusterCIDR:

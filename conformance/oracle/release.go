@@ -23,8 +23,9 @@ import (
 type Release interface {
 	// Version is the k8s.io/kubernetes version the module requires ("v1.35.4").
 	Version() string
-	// NewProxier calls the release's NewProxier of p.Config.Mode, as its
-	// cmd/kube-proxy createProxier does for a single-stack node.
+	// NewProxier calls the release's NewProxier of p.Config.Mode as its
+	// cmd/kube-proxy createProxier does: NewDualStackProxier when p.DualStack,
+	// else the single-stack NewProxier of p.Family.
 	NewProxier(ctx context.Context, p *Params) (proxy.Provider, error)
 	// NodePortAddresses does what the release's newProxyServer does to the
 	// configuration's nodePortAddresses once the node IPs are known ("primary"...).
@@ -41,15 +42,25 @@ type Release interface {
 type Params struct {
 	// Config is the configuration after kube-proxy's own decoding, defaulting and
 	// the release's NodePortAddresses.
-	Config        *kubeproxyconfig.KubeProxyConfiguration
-	Family        v1.IPFamily
-	NodeName      string
-	NodeIP        net.IP
-	LocalDetector proxyutil.LocalTrafficDetector
-	// IPTables is the real iptables of the namespace (iptables mode) or the fake
-	// (ipvs mode); Sysctl is the namespace's (iptables mode) or a fake (ipvs mode);
-	// IPVS (a fake) and IPSet (the real runner) are set in ipvs mode only.
-	IPTables utiliptables.Interface
+	Config *kubeproxyconfig.KubeProxyConfiguration
+	// Family is the single-stack proxier's family; in a dual-stack run, the node's
+	// primary family (createProxier's s.PrimaryIPFamily).
+	Family v1.IPFamily
+	// DualStack: the host supports both families, so kube-proxy runs
+	// NewDualStackProxier (newProxyServer passes platformCheckSupported's
+	// dualStackSupported to createProxier).
+	DualStack bool
+	NodeName  string
+	// NodeIPs, LocalDetectors and IPTables hold each family of the run, as
+	// createProxier's s.NodeIPs, localDetectors and ipts do: a single-stack
+	// proxier takes its family's entry, a dual-stack one the maps.
+	NodeIPs        map[v1.IPFamily]net.IP
+	LocalDetectors map[v1.IPFamily]proxyutil.LocalTrafficDetector
+	// IPTables are the real iptables and ip6tables of the namespace (iptables
+	// mode) or the fakes (ipvs mode); Sysctl is the namespace's (iptables mode) or
+	// a fake (ipvs mode); IPVS (a fake) and IPSet (the real runner) are set in ipvs
+	// mode only, one for both families as in createProxier.
+	IPTables map[v1.IPFamily]utiliptables.Interface
 	IPVS     utilipvs.Interface
 	IPSet    utilipset.Interface
 	Sysctl   utilsysctl.Interface
@@ -57,4 +68,13 @@ type Params struct {
 	Recorder events.EventRecorder
 
 	topology map[string]string // the node's topology labels, for feed
+}
+
+// Families are the families the run's proxiers program: Family alone, or IPv4 and
+// IPv6 for a dual-stack run.
+func (p *Params) Families() []v1.IPFamily {
+	if p.DualStack {
+		return []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	}
+	return []v1.IPFamily{p.Family}
 }

@@ -22,11 +22,14 @@ import (
 
 // Input is one run: the cluster and configuration files, the node the rules are for
 // (the configuration's hostnameOverride wins, as in kube-proxy, where the fallback is
-// the host's name), the IP family, and for ipvs mode the folder its state goes to.
+// the host's name), the IP families the host supports (what platformCheckSupported
+// finds: Family alone, or both with DualStack, and then the node's IPs decide the
+// primary family), and for ipvs mode the folder its state goes to.
 type Input struct {
 	Cluster, Config string
 	Node            string
 	Family          v1.IPFamily
+	DualStack       bool
 	OutDir          string
 }
 
@@ -69,14 +72,27 @@ func Run(ctx context.Context, r Release, in Input) error {
 	if err := feed(proxier, cluster, p); err != nil {
 		return err
 	}
-	if err := firstSyncDone(p.Family); err != nil {
+	if err := synced(ctx, p); err != nil {
 		return err
 	}
-	switch cfg.Mode {
-	case kubeproxyconfig.ProxyModeIPTables:
-		return canariesMade(ctx, p.IPTables)
-	case kubeproxyconfig.ProxyModeIPVS:
+	if fakes != nil {
 		return fakes.write(in.OutDir)
+	}
+	return nil
+}
+
+// synced checks that every family's proxier has done its sync and, in iptables
+// mode, made its canary chains.
+func synced(ctx context.Context, p *Params) error {
+	for _, family := range p.Families() {
+		if err := firstSyncDone(family); err != nil {
+			return err
+		}
+		if p.Config.Mode == kubeproxyconfig.ProxyModeIPTables {
+			if err := canariesMade(ctx, p.IPTables[family]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -104,19 +120,26 @@ func params(r Release, cfg *kubeproxyconfig.KubeProxyConfiguration, c *Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	_, ips := nodeIPs(nv.rawIPs, cfg.BindAddress)
+	primary, ips := nodeIPs(nv.rawIPs, cfg.BindAddress)
 	cfg.NodePortAddresses = r.NodePortAddresses(cfg.NodePortAddresses, ips)
 	p := &Params{
-		Config:        cfg,
-		Family:        in.Family,
-		NodeName:      name,
-		NodeIP:        ips[in.Family],
-		LocalDetector: localDetector(cfg, in.Family, nv.podCIDRs),
-		Recorder:      &events.FakeRecorder{},
-		topology:      nv.topology,
+		Config:         cfg,
+		Family:         in.Family,
+		DualStack:      in.DualStack,
+		NodeName:       name,
+		NodeIPs:        ips,
+		LocalDetectors: localDetectors(cfg, nv.podCIDRs),
+		Recorder:       &events.FakeRecorder{},
+		topology:       nv.topology,
+	}
+	if in.DualStack {
+		p.Family = primary
 	}
 	if cfg.Mode == kubeproxyconfig.ProxyModeIPTables {
-		p.IPTables = utiliptables.New(protocolOf(in.Family))
+		p.IPTables = map[v1.IPFamily]utiliptables.Interface{}
+		for _, family := range p.Families() {
+			p.IPTables[family] = utiliptables.New(protocolOf(family))
+		}
 		p.Sysctl = sysctl.New()
 	}
 	return p, nil

@@ -24,26 +24,48 @@ type release struct{}
 
 func (release) Version() string { return "v1.35.4" }
 
-// NewProxier is createProxier of cmd/kube-proxy/app/server_linux.go, single-stack.
+// NewProxier is createProxier of cmd/kube-proxy/app/server_linux.go: the
+// dual-stack proxier where the host supports both families, else the single-stack
+// one of the primary family.
 func (release) NewProxier(ctx context.Context, p *oracle.Params) (proxy.Provider, error) {
 	c := p.Config
+	f := p.Family
 	switch c.Mode {
 	case kubeproxyconfig.ProxyModeIPTables:
-		return iptables.NewProxier(ctx, p.Family, p.IPTables, p.Sysctl,
+		if p.DualStack {
+			return iptables.NewDualStackProxier(ctx, p.IPTables, p.Sysctl,
+				c.SyncPeriod.Duration, c.MinSyncPeriod.Duration, c.Linux.MasqueradeAll,
+				*c.IPTables.LocalhostNodePorts, int(*c.IPTables.MasqueradeBit), p.LocalDetectors,
+				p.NodeName, p.NodeIPs, p.Recorder, nil, c.NodePortAddresses, false)
+		}
+		return iptables.NewProxier(ctx, f, p.IPTables[f], p.Sysctl,
 			c.SyncPeriod.Duration, c.MinSyncPeriod.Duration, c.Linux.MasqueradeAll,
-			*c.IPTables.LocalhostNodePorts, int(*c.IPTables.MasqueradeBit), p.LocalDetector,
-			p.NodeName, p.NodeIP, p.Recorder, nil, c.NodePortAddresses, false)
+			*c.IPTables.LocalhostNodePorts, int(*c.IPTables.MasqueradeBit), p.LocalDetectors[f],
+			p.NodeName, p.NodeIPs[f], p.Recorder, nil, c.NodePortAddresses, false)
 	case kubeproxyconfig.ProxyModeIPVS:
-		return ipvs.NewProxier(ctx, p.Family, p.IPTables, p.IPVS, p.IPSet, p.Sysctl,
+		if p.DualStack {
+			return ipvs.NewDualStackProxier(ctx, p.IPTables, p.IPVS, p.IPSet, p.Sysctl,
+				c.SyncPeriod.Duration, c.MinSyncPeriod.Duration, c.IPVS.ExcludeCIDRs, c.IPVS.StrictARP,
+				c.IPVS.TCPTimeout.Duration, c.IPVS.TCPFinTimeout.Duration, c.IPVS.UDPTimeout.Duration,
+				c.Linux.MasqueradeAll, int(*c.IPTables.MasqueradeBit), p.LocalDetectors,
+				p.NodeName, p.NodeIPs, p.Recorder, nil, c.IPVS.Scheduler, c.NodePortAddresses, false)
+		}
+		return ipvs.NewProxier(ctx, f, p.IPTables[f], p.IPVS, p.IPSet, p.Sysctl,
 			c.SyncPeriod.Duration, c.MinSyncPeriod.Duration, c.IPVS.ExcludeCIDRs, c.IPVS.StrictARP,
 			c.IPVS.TCPTimeout.Duration, c.IPVS.TCPFinTimeout.Duration, c.IPVS.UDPTimeout.Duration,
-			c.Linux.MasqueradeAll, int(*c.IPTables.MasqueradeBit), p.LocalDetector,
-			p.NodeName, p.NodeIP, p.Recorder, nil, c.IPVS.Scheduler, c.NodePortAddresses, false)
+			c.Linux.MasqueradeAll, int(*c.IPTables.MasqueradeBit), p.LocalDetectors[f],
+			p.NodeName, p.NodeIPs[f], p.Recorder, nil, c.IPVS.Scheduler, c.NodePortAddresses, false)
 	case kubeproxyconfig.ProxyModeNFTables:
-		return nftables.NewProxier(ctx, p.Family,
+		if p.DualStack {
+			return nftables.NewDualStackProxier(ctx,
+				c.SyncPeriod.Duration, c.MinSyncPeriod.Duration, c.Linux.MasqueradeAll,
+				int(*c.NFTables.MasqueradeBit), p.LocalDetectors,
+				p.NodeName, p.NodeIPs, p.Recorder, nil, c.NodePortAddresses, false)
+		}
+		return nftables.NewProxier(ctx, f,
 			c.SyncPeriod.Duration, c.MinSyncPeriod.Duration, c.Linux.MasqueradeAll,
-			int(*c.NFTables.MasqueradeBit), p.LocalDetector,
-			p.NodeName, p.NodeIP, p.Recorder, nil, c.NodePortAddresses, false)
+			int(*c.NFTables.MasqueradeBit), p.LocalDetectors[f],
+			p.NodeName, p.NodeIPs[f], p.Recorder, nil, c.NodePortAddresses, false)
 	}
 	return nil, fmt.Errorf("unknown mode %q", c.Mode)
 }

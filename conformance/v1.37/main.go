@@ -25,21 +25,35 @@ type release struct{}
 
 func (release) Version() string { return "v1.37.2" }
 
-// NewProxier is createProxier of cmd/kube-proxy/app/server_linux.go, single-stack:
-// since v1.37 the proxiers take the configuration itself.
+// NewProxier is createProxier of cmd/kube-proxy/app/server_linux.go: the
+// dual-stack proxier where the host supports both families, else the single-stack
+// one of the primary family. Since v1.37 the proxiers take the configuration itself.
 func (release) NewProxier(ctx context.Context, p *oracle.Params) (proxy.Provider, error) {
-	switch p.Config.Mode {
+	c, f := p.Config, p.Family
+	switch c.Mode {
 	case kubeproxyconfig.ProxyModeIPTables:
-		return iptables.NewProxier(ctx, p.Config, p.Family, p.IPTables, p.Sysctl, p.LocalDetector,
-			p.NodeName, p.NodeIP, p.Recorder, nil, false)
+		if p.DualStack {
+			return iptables.NewDualStackProxier(ctx, c, p.IPTables, p.Sysctl, p.LocalDetectors,
+				p.NodeName, p.NodeIPs, p.Recorder, nil, false)
+		}
+		return iptables.NewProxier(ctx, c, f, p.IPTables[f], p.Sysctl, p.LocalDetectors[f],
+			p.NodeName, p.NodeIPs[f], p.Recorder, nil, false)
 	case kubeproxyconfig.ProxyModeIPVS:
-		return ipvs.NewProxier(ctx, p.Config, p.Family, p.IPTables, p.IPVS, p.IPSet, p.Sysctl, p.LocalDetector,
-			p.NodeName, p.NodeIP, p.Recorder, nil, false)
+		if p.DualStack {
+			return ipvs.NewDualStackProxier(ctx, c, p.IPTables, p.IPVS, p.IPSet, p.Sysctl, p.LocalDetectors,
+				p.NodeName, p.NodeIPs, p.Recorder, nil, false)
+		}
+		return ipvs.NewProxier(ctx, c, f, p.IPTables[f], p.IPVS, p.IPSet, p.Sysctl, p.LocalDetectors[f],
+			p.NodeName, p.NodeIPs[f], p.Recorder, nil, false)
 	case kubeproxyconfig.ProxyModeNFTables:
-		return nftables.NewProxier(ctx, p.Config, p.Family, p.LocalDetector,
-			p.NodeName, p.NodeIP, p.Recorder, nil, false)
+		if p.DualStack {
+			return nftables.NewDualStackProxier(ctx, c, p.LocalDetectors,
+				p.NodeName, p.NodeIPs, p.Recorder, nil, false)
+		}
+		return nftables.NewProxier(ctx, c, f, p.LocalDetectors[f],
+			p.NodeName, p.NodeIPs[f], p.Recorder, nil, false)
 	}
-	return nil, fmt.Errorf("unknown mode %q", p.Config.Mode)
+	return nil, fmt.Errorf("unknown mode %q", c.Mode)
 }
 
 // NodePortAddresses is v1.37's expandNodePortAddressKeywords (cmd/kube-proxy/app,

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/load"
 )
 
@@ -12,7 +13,7 @@ import (
 func TestGenerate(t *testing.T) {
 	kinds := map[string]bool{}
 	for seed := uint64(0); seed < 200; seed++ {
-		o := Options{IPv6: seed%3 == 0}
+		o := Options{IPv6: seed%3 == 0, Dual: seed%5 == 0}
 		data := Generate(seed, o)
 		if !bytes.Equal(data, Generate(seed, o)) {
 			t.Fatalf("seed %d: two runs differ", seed)
@@ -26,8 +27,10 @@ func TestGenerate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, data)
 		}
-		if o.IPv6 != (res.Map.Family == "IPv6") {
-			t.Fatalf("seed %d: compiled for %s", seed, res.Map.Family)
+		if o.Dual {
+			dualStackKinds(t, seed, o, res.Maps, kinds)
+		} else if len(res.Maps) != 1 || o.IPv6 != (res.Map.Family == "IPv6") {
+			t.Fatalf("seed %d: compiled for %s", seed, ir.FamilyNames(res.Maps))
 		}
 		for _, s := range res.Map.Services {
 			kinds[string(res.Map.Family)] = true
@@ -55,9 +58,30 @@ func TestGenerate(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"IPv4", "IPv6", "internal local", "external local", "source ranges", "affinity", "no endpoints", "terminating fallback"} {
+	for _, k := range []string{"IPv4", "IPv6", "internal local", "external local", "source ranges", "affinity", "no endpoints", "terminating fallback",
+		"dual-stack IPv4 primary", "dual-stack IPv6 primary", "dual-stack Service", "IPv4 only", "IPv6 only"} {
 		if !kinds[k] {
 			t.Errorf("200 seeds never made a port with %s", k)
+		}
+	}
+}
+
+// dualStackKinds checks that a dual-stack cluster compiles for both families and
+// notes what its Services are: in both maps, or in one family's only.
+func dualStackKinds(t *testing.T, seed uint64, o Options, maps []*ir.ServiceMap, kinds map[string]bool) {
+	t.Helper()
+	if len(maps) != 2 || maps[0].Family != "IPv4" || maps[1].Family != "IPv6" {
+		t.Fatalf("seed %d: a dual-stack cluster compiled for %s", seed, ir.FamilyNames(maps))
+	}
+	primary := map[bool]string{false: "IPv4", true: "IPv6"}[o.IPv6]
+	kinds["dual-stack "+primary+" primary"] = true
+	for i, sm := range maps {
+		for _, s := range sm.Services {
+			if maps[1-i].Service(s.Key()) != nil {
+				kinds["dual-stack Service"] = true
+			} else {
+				kinds[string(sm.Family)+" only"] = true
+			}
 		}
 	}
 }
