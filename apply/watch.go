@@ -180,7 +180,7 @@ func (w *Watch) Run(ctx context.Context) error {
 // sync runs one compile and apply, with logging and metrics.
 func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 	start := time.Now()
-	res, err := w.syncOnce(ctx, reason, changed)
+	res, compiled, err := w.syncOnce(ctx, reason, changed)
 	took := time.Since(start)
 	result := "ok"
 	w.mu.Lock()
@@ -203,9 +203,11 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 			w.metrics.skipped.Inc()
 			read = "skipped" // the nf_tables generation had not moved
 		}
+		// took is compile (the Source: reading changed inputs, recompiling), then
+		// the Applier's read, plan, load and conntrack, and the lock's wait.
 		attrs := []any{"reason", reason, "took", took.Round(time.Microsecond), "changed", res.Changed,
-			"read", read, "plan", res.Steps.Plan.Round(time.Microsecond),
-			"load", res.Steps.Load.Round(time.Microsecond)}
+			"compile", compiled.Round(time.Microsecond), "read", read, "plan", res.Steps.Plan.Round(time.Microsecond),
+			"load", res.Steps.Load.Round(time.Microsecond), "conntrack", res.Steps.Conntrack.Round(time.Microsecond)}
 		if res.Changed {
 			attrs = append(attrs, "wrote", res.Summary.Text)
 			if reason == "interval" {
@@ -222,11 +224,14 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 
 // syncOnce compiles and loads. When the inputs cannot be compiled (a file that does not
 // parse), the last good map is loaded still, so that drift is repaired, and the
-// inputs' error is the sync's: /healthz reports it until the inputs are mended.
-func (w *Watch) syncOnce(ctx context.Context, reason string, changed []string) (*Result, error) {
+// inputs' error is the sync's: /healthz reports it until the inputs are mended. It
+// also returns how long the Source took.
+func (w *Watch) syncOnce(ctx context.Context, reason string, changed []string) (*Result, time.Duration, error) {
+	began := time.Now()
 	sm, hint, srcErr := w.Source.ServiceMap(ctx, changed)
+	compiled := time.Since(began)
 	if sm == nil {
-		return nil, srcErr
+		return nil, compiled, srcErr
 	}
 	if srcErr != nil {
 		hint = nil
@@ -235,7 +240,7 @@ func (w *Watch) syncOnce(ctx context.Context, reason string, changed []string) (
 	if err == nil && srcErr != nil {
 		err = fmt.Errorf("the inputs cannot be compiled, so the rules of the last good ones stay: %w", srcErr)
 	}
-	return res, err
+	return res, compiled, err
 }
 
 // unsettled is how much longer to wait for the files paths to have gone unchanged for
