@@ -53,16 +53,20 @@ work=$(mktemp -d /var/tmp/svcgen-beside.XXXXXX)
 prefix="svcgen-beside-$$"
 steps="cold moved added resync"
 
+watcher="" # the pid of a running svcgen --watch's timeout, for cleanup
 cleanup() {
-  local p
-  for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
+  if [ -n "$watcher" ]; then pkill -P "$watcher" 2>/dev/null || true; kill "$watcher" 2>/dev/null || true; fi
   for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix" || true); do ip netns del "$ns"; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 [ "$(id -u)" = 0 ] || { echo "beside-kube-proxy.sh: needs root for network namespaces" >&2; exit 2; }
-die() { echo "beside-kube-proxy.sh: $*" >&2; exit 1; }
+die() {
+  echo "beside-kube-proxy.sh: $*" >&2
+  if [ -f "$work/sg.log" ]; then keep "$work/sg.log" "failed-sg-$(date +%H%M%S).log"; fi
+  exit 1
+}
 
 go build -o "$work/svcgen" ./cmd/svcgen
 (cd "conformance/$release" && go build -o "$work/kube-proxy" .)
@@ -179,6 +183,8 @@ svcgen_watch() {
     "$work/svcgen" apply -q -m "$mode" -f "$work/in" --watch --interval "$interval" --settle 100ms \
     --listen "" --apply-lock "$work/apply.lock" 2> "$log" &
   tpid=$!
+  sleep 0.2
+  watcher=$(pgrep -P "$tpid" || true)
   if ! waitlog "$log" "reason=start" 1; then
     kill "$(pgrep -P "$tpid")"; wait "$tpid" || true; ip netns del "$prefix-sg"
     for s in $steps; do record "$side" "$s" ">$limit"; done
@@ -188,19 +194,21 @@ svcgen_watch() {
   local at
   at=$(grep -m1 "reason=start" "$log" | sed 's/^time=\([^ ]*\) .*/\1/')
   record "$side" cold "$(sub "$(date -d "$at" +%s.%N)" "$t0")"
-  replace "$d/s1" "$work/in" && waitlog "$log" "reason=change" 1 || die "svcgen: no sync for the moved endpoint"
-  replace "$d/s2" "$work/in" && waitlog "$log" "reason=change" 2 || die "svcgen: no sync for the added Service"
-  grep "reason=change" "$log" | grep -q "changed=false" && die "svcgen: a change step loaded nothing"
-  record "$side" moved "$(took "$log" "reason=change" 1)"
-  record "$side" added "$(took "$log" "reason=change" 2)"
+  # Each change is loaded by the next sync that finds the file settled: mostly the
+  # change's own (reason=change), sometimes an interval's that comes first.
+  replace "$d/s1" "$work/in" && waitlog "$log" "changed=true" 2 || die "svcgen: no sync for the moved endpoint"
+  replace "$d/s2" "$work/in" && waitlog "$log" "changed=true" 3 || die "svcgen: no sync for the added Service"
+  record "$side" moved "$(took "$log" "changed=true" 2)"
+  record "$side" added "$(took "$log" "changed=true" 3)"
   # Three intervals after the last change: the watch's resync with nothing changed.
   local before
-  before=$(grep -c "reason=interval" "$log" || true)
-  waitlog "$log" "reason=interval" "$((before + 3))" || die "svcgen: no interval syncs"
-  record "$side" resync "$(for k in 1 2 3; do took "$log" "reason=interval" "$((before + k))"; echo; done | median)"
+  before=$(grep -c "reason=interval.*changed=false" "$log" || true)
+  waitlog "$log" "reason=interval.*changed=false" "$((before + 3))" || die "svcgen: no interval syncs"
+  record "$side" resync "$(for k in 1 2 3; do took "$log" "reason=interval.*changed=false" "$((before + k))"; echo; done | median)"
   pid=$(pgrep -P "$tpid")
   kill "$pid"
   wait "$tpid" || true
+  watcher=""
   keep "$log" "sg-$n-$mode-$(date +%H%M%S).log"
   ip netns del "$prefix-sg"
   record "$side" mem "$(awk '{print $2}' "$work/sg.time")"
