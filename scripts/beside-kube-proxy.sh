@@ -55,7 +55,7 @@ steps="cold moved added resync"
 
 watcher="" # the pid of a running svcgen --watch's timeout, for cleanup
 cleanup() {
-  if [ -n "$watcher" ]; then pkill -P "$watcher" 2>/dev/null || true; kill "$watcher" 2>/dev/null || true; fi
+  if [ -n "$watcher" ]; then kill $(pgrep -P "$watcher") "$watcher" 2>/dev/null || true; fi
   for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix" || true); do ip netns del "$ns"; done
   rm -rf "$work"
 }
