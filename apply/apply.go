@@ -112,6 +112,9 @@ type Applier struct {
 	Generation Generation
 
 	state State // what the last sync left in the kernel; nil before the first
+	// loaded lists the Services ("namespace/name") of the map state was loaded from,
+	// for wouldEmpty's check against a state held in memory (nil: not known).
+	loaded map[string]bool
 	// gen is the generation at which state is exactly the kernel's, when exact.
 	gen   uint32
 	exact bool
@@ -191,7 +194,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 	}
 	a.movedOK = false
 	from := a.state
-	skipped := false
+	skipped, read := false, false
 	switch {
 	case from != nil && !opts.Reread && !opts.DryRun:
 		// Between intervals the state in memory is trusted, as before (a change the
@@ -200,6 +203,7 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		skipped = true // nothing has committed to nf_tables since the state was exact
 	default:
 		var err error
+		read = true
 		done := step(&steps.Read)
 		from, err = a.read(ctx)
 		done()
@@ -208,7 +212,11 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		}
 	}
 	if !opts.AllowEmpty {
-		if err := wouldEmpty(sm, from, opts.OtherFamilyHasServices); err != nil {
+		loaded := a.loaded // the Services of the state this applier loaded, held in memory
+		if read {
+			loaded = nil
+		}
+		if err := wouldEmpty(sm, from, loaded, opts.OtherFamilyHasServices); err != nil {
 			return nil, err
 		}
 	}
@@ -233,6 +241,12 @@ func (a *Applier) Sync(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions)
 		return nil, err
 	}
 	a.state = after
+	a.loaded = make(map[string]bool, len(sm.Services))
+	for _, s := range sm.Services {
+		if len(s.Ports) > 0 { // a Service without ports has no rules
+			a.loaded[s.Key()] = true
+		}
+	}
 	if a.Conntrack != nil {
 		done = step(&steps.Conntrack)
 		n, err := a.Conntrack.FlushStale(sm)
@@ -267,12 +281,12 @@ func (a *Applier) Check(ctx context.Context, sm *ir.ServiceMap, opts SyncOptions
 		a.Forget()
 		return fmt.Errorf("reading the kernel's %s rules: %w", a.Backend.Name(), err)
 	}
-	a.state = from
-	return wouldEmpty(sm, from, opts.OtherFamilyHasServices)
+	a.state, a.loaded = from, nil
+	return wouldEmpty(sm, from, nil, opts.OtherFamilyHasServices)
 }
 
 // Forget drops the remembered state: the next sync reads the kernel.
-func (a *Applier) Forget() { a.state, a.exact = nil, false }
+func (a *Applier) Forget() { a.state, a.loaded, a.exact = nil, nil, false }
 
 // trackable reports whether the generation id covers the backend's rules: the applier
 // has a Generation to read and the backend's rules live in nf_tables.
@@ -444,19 +458,16 @@ var ErrNoKernelSupport = errors.New("this kernel cannot run the mode")
 // otherFamily), and a map that shares no Service with the rules on the node when those
 // hold some: kube-proxy never syncs before its informers have synced, and an empty or
 // wrong input must not wipe a node, nor one family of a dual-stack node.
-func wouldEmpty(sm *ir.ServiceMap, from State, otherFamily bool) error {
+func wouldEmpty(sm *ir.ServiceMap, from State, loaded map[string]bool, otherFamily bool) error {
 	if len(sm.Services) == 0 && !otherFamily {
 		return fmt.Errorf("%w: the input has no Service, so the sync would delete every Service's rules on the node; check the input, or give --allow-empty if that is what you want", ErrWouldEmpty)
 	}
-	var have map[string]bool
-	if m, ok := from.(loadedFrom); ok && m.loadedFrom() != nil {
-		// The state is what a load of a map left: its Services, without making a
-		// view of every rule (seconds at 10,000 Services, on every sync).
-		have = map[string]bool{}
-		for _, s := range m.loadedFrom().Services {
-			have[s.Key()] = len(s.Ports) > 0 // a Service without ports has no rules
-		}
-	} else {
+	// A state this applier loaded itself and holds in memory has rules for exactly
+	// the Services of the map it was loaded from (a Service without ports has none):
+	// those, without drawing a view of every rule, which at 10,000 Services costs
+	// seconds on every sync, more than the rest of a sync with one change or none.
+	have := loaded
+	if have == nil {
 		have = servicesOf(from.View(ViewOptions{}))
 	}
 	if len(have) == 0 {
@@ -471,12 +482,6 @@ func wouldEmpty(sm *ir.ServiceMap, from State, otherFamily bool) error {
 		return fmt.Errorf("%w: the input has no %s Service and the node has %s rules for %d Services, so the sync would delete every one; check the input, or give --allow-empty", ErrWouldEmpty, sm.Family, sm.Family, len(have))
 	}
 	return fmt.Errorf("%w: the node has rules for %d Services and the input has none of them, so the sync would replace every one; check the input (the right cluster, namespace, node?), or give --allow-empty", ErrWouldEmpty, len(have))
-}
-
-// loadedFrom is a state that knows the service map a load built it from (nil when it
-// was read).
-type loadedFrom interface {
-	loadedFrom() *ir.ServiceMap
 }
 
 // servicesOf lists the Services ("namespace/name") a view's sections and lines belong

@@ -249,6 +249,18 @@ func TestRefusesToEmptyTheNode(t *testing.T) {
 			t.Errorf("%s: the refused sync changed the node", name)
 		}
 	}
+	// The same from the state held in memory (as apply --watch syncs a change), where
+	// a map sharing a Service with the one loaded passes without a look at the rules.
+	for name, sm := range map[string]*ir.ServiceMap{"no Service": &empty, "no Service of the node's": other} {
+		if _, err := ap.Sync(ctx, sm, SyncOptions{}); !errors.Is(err, ErrWouldEmpty) {
+			t.Errorf("%s, state in memory: %v, want a refusal", name, err)
+		}
+	}
+	fewer := *a
+	fewer.Services = a.Services[:1]
+	if _, err := ap.Sync(ctx, &fewer, SyncOptions{}); err != nil {
+		t.Fatalf("a map with one of the node's Services, state in memory: %v", err)
+	}
 	if _, err := ap.Sync(ctx, &empty, SyncOptions{Reread: true, AllowEmpty: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -76,8 +76,6 @@ type nftState struct {
 	sm *ir.ServiceMap
 }
 
-func (s *nftState) loadedFrom() *ir.ServiceMap { return s.sm }
-
 func (s *nftState) table() *nftsyntax.State {
 	if s.rs == nil {
 		return nil

@@ -200,13 +200,14 @@ func (w *Watch) Run(ctx context.Context) error {
 func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 	start := time.Now() // the compile, which serves every family, counts with the first
 	ups, srcErr := w.Source.ServiceMaps(ctx, changed)
+	compiled := time.Since(start)
 	if len(ups) != len(w.Appliers) {
 		// No map to load (the first compile failed), or not one per family.
 		err := srcErr
 		if err == nil {
 			err = fmt.Errorf("the inputs gave %d IP families, and the watch keeps %d", len(ups), len(w.Appliers))
 		}
-		w.record("", reason, time.Since(start), nil, err)
+		w.record("", reason, time.Since(start), compiled, nil, err)
 		w.mu.Lock()
 		w.lastErr = err
 		w.mu.Unlock()
@@ -222,7 +223,7 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 			up.Hint = nil
 		}
 		if i > 0 {
-			start = time.Now()
+			start, compiled = time.Now(), 0
 		}
 		res, err := w.Appliers[i].Sync(ctx, up.Map, SyncOptions{Reread: reason != "change", Hint: up.Hint,
 			AllowEmpty: w.AllowEmpty, OtherFamilyHasServices: len(ups) > 1 && services > len(up.Map.Services)})
@@ -232,7 +233,7 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 		if err != nil && len(ups) > 1 {
 			err = fmt.Errorf("%s: %w", up.Map.Family, err)
 		}
-		w.record(string(up.Map.Family), reason, time.Since(start), res, err)
+		w.record(string(up.Map.Family), reason, time.Since(start), compiled, res, err)
 		w.Appliers[i].Share(w.Appliers) // the other families stay exact
 
 		if firstErr == nil {
@@ -250,7 +251,7 @@ func (w *Watch) sync(ctx context.Context, reason string, changed []string) {
 }
 
 // record logs and counts one family's sync.
-func (w *Watch) record(family, reason string, took time.Duration, res *Result, err error) {
+func (w *Watch) record(family, reason string, took, compiled time.Duration, res *Result, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	result := "ok"
@@ -269,9 +270,12 @@ func (w *Watch) record(family, reason string, took time.Duration, res *Result, e
 			w.metrics.skipped.WithLabelValues(family).Inc()
 			read = "skipped" // the nf_tables generation had not moved
 		}
+		// took is compile (the Source: reading changed inputs, recompiling; with the
+		// first family only), then the Applier's read, plan, load and conntrack, and
+		// the lock's wait.
 		attrs := []any{"family", family, "reason", reason, "took", took.Round(time.Microsecond), "changed", res.Changed,
-			"read", read, "plan", res.Steps.Plan.Round(time.Microsecond),
-			"load", res.Steps.Load.Round(time.Microsecond)}
+			"compile", compiled.Round(time.Microsecond), "read", read, "plan", res.Steps.Plan.Round(time.Microsecond),
+			"load", res.Steps.Load.Round(time.Microsecond), "conntrack", res.Steps.Conntrack.Round(time.Microsecond)}
 		if res.Changed {
 			attrs = append(attrs, "wrote", res.Summary.Text)
 			if reason == "interval" {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -320,4 +321,49 @@ func TestWatchDualStackGeneration(t *testing.T) {
 	}
 	interval("after another program's commit", [2]int{1, 1})
 	interval("and then", [2]int{0, 0})
+}
+
+// Each sync's log line says how long the Source (reading and compiling the inputs)
+// took beside the kernel's steps, so a sync's time can be accounted for: a Source
+// that takes 50 ms shows as compile of at least 50 ms, within took.
+func TestWatchLogsCompileTime(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "svc.yaml")
+	must(t, os.WriteFile(file, []byte(services("a")), 0o644))
+	_, res, err := pipeline.NewWatch(pipeline.Inputs{Files: []string{dir}}, pipeline.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, _ := fakeBackend(t, otherTool, 0)
+	var log syncBuffer
+	w := &Watch{
+		Appliers: []*Applier{{Backend: backend}}, Paths: []string{dir}, Interval: time.Hour,
+		Log: slog.New(slog.NewTextHandler(&log, nil)),
+		Source: SourceFunc(func(context.Context, []string) ([]Update, error) {
+			time.Sleep(50 * time.Millisecond)
+			return []Update{{Map: res.Map}}, nil
+		}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the first sync", func() bool { return strings.Contains(log.String(), "reason=start") })
+	line := log.String()
+	field := func(name string) time.Duration {
+		m := regexp.MustCompile(` ` + name + `=(\S+)`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("no %s= in the sync's log line: %s", name, line)
+		}
+		d, err := time.ParseDuration(m[1])
+		if err != nil {
+			t.Fatalf("%s=%s: %v", name, m[1], err)
+		}
+		return d
+	}
+	compile, took := field("compile"), field("took")
+	if compile < 50*time.Millisecond || compile > took {
+		t.Errorf("compile=%v took=%v: want compile >= 50ms and <= took", compile, took)
+	}
+	field("conntrack")
 }

@@ -16,12 +16,15 @@ import (
 )
 
 const usage = `usage:
-  %[1]s run -cluster FILE -config FILE -node NAME -family IPv4|IPv6|DualStack [-out DIR]
+  %[1]s run -cluster FILE -config FILE -node NAME -family IPv4|IPv6|DualStack [-out DIR] [-step FILE|resync]...
       run the release's proxier once on the cluster (as root, inside the network
       namespace it may program: ip netns exec NS %[1]s run ...), as kube-proxy does
       on a host that supports the family (DualStack: both, so the dual-stack
       proxier); ipvs mode writes its fakes' state to DIR (DIR/v4 and DIR/v6 for
-      DualStack)
+      DualStack); with -step (iptables and nftables), keep it running and feed it
+      each step's changes (the events that turn the cluster into FILE's), one sync a
+      step, or "resync", the sync loop's run with nothing changed, and print each
+      sync's kind and seconds (see steps.go)
   %[1]s probe
       print, as JSON, what kube-proxy finds on this node: --random-fully support and
       nfacct (the namespace's nfacct counters are changed)
@@ -45,7 +48,7 @@ func run(r Release, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[1] {
 	case "run":
-		err = runCommand(r, args[2:], stderr)
+		err = runCommand(r, args[2:], stdout, stderr)
 	case "probe":
 		err = probe(r, stdout)
 	case "gates":
@@ -63,7 +66,7 @@ func run(r Release, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runCommand(r Release, args []string, stderr io.Writer) error {
+func runCommand(r Release, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var in Input
@@ -73,12 +76,23 @@ func runCommand(r Release, args []string, stderr io.Writer) error {
 	fs.StringVar(&in.Node, "node", "", "the node's name when the configuration has no hostnameOverride")
 	fs.StringVar(&family, "family", "IPv4", "the IP families the host supports: IPv4 or IPv6 (the single-stack proxier), or DualStack")
 	fs.StringVar(&in.OutDir, "out", "", "ipvs mode: the folder for the fakes' state")
+	var steps []string
+	fs.Func("step", "after the first sync: a cluster file to change to, or resync (repeatable)", func(s string) error {
+		steps = append(steps, s)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	in.Family, in.DualStack = v1.IPFamily(family), family == "DualStack"
 	if in.Cluster == "" || in.Config == "" || (in.Family != v1.IPv4Protocol && in.Family != v1.IPv6Protocol && !in.DualStack) {
 		return fmt.Errorf("run needs -cluster, -config and -family IPv4, IPv6 or DualStack")
+	}
+	if len(steps) > 0 {
+		if in.DualStack {
+			return fmt.Errorf("-step runs a single-stack proxier: -family IPv4 or IPv6")
+		}
+		return RunSteps(context.Background(), r, in, steps, stdout)
 	}
 	return Run(context.Background(), r, in)
 }

@@ -38,47 +38,63 @@ type Input struct {
 // has succeeded. iptables and nftables program the network namespace the process
 // runs in; ipvs mode works on upstream's fakes and writes their state to in.OutDir.
 func Run(ctx context.Context, r Release, in Input) error {
+	_, err := start(ctx, r, in)
+	return err
+}
+
+// running is a proxier after its first full sync, with what it was fed: what
+// RunSteps feeds on from (steps.go).
+type running struct {
+	proxier proxy.Provider
+	cluster *Cluster
+	params  *Params
+}
+
+// start is Run, keeping the proxier.
+func start(ctx context.Context, r Release, in Input) (*running, error) {
 	cfg, err := LoadConfig(in.Config)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := gatesSet(cfg); err != nil {
-		return err
+		return nil, err
 	}
 	cluster, err := ReadCluster(in.Cluster)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	metrics.RegisterMetrics(cfg.Mode)
 	p, err := params(r, cfg, cluster, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var fakes *ipvsFakes
 	if cfg.Mode == kubeproxyconfig.ProxyModeIPVS {
 		if fakes, err = newIPVSFakes(r, p); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	proxier, err := r.NewProxier(ctx, p)
 	if err != nil {
-		return fmt.Errorf("%s NewProxier: %w", cfg.Mode, err)
+		return nil, fmt.Errorf("%s NewProxier: %w", cfg.Mode, err)
 	}
 	if fakes != nil {
 		if err := fakes.inject(proxier); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := feed(proxier, cluster, p); err != nil {
-		return err
+		return nil, err
 	}
 	if err := synced(ctx, p); err != nil {
-		return err
+		return nil, err
 	}
 	if fakes != nil {
-		return fakes.write(in.OutDir)
+		if err := fakes.write(in.OutDir); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return &running{proxier: proxier, cluster: cluster, params: p}, nil
 }
 
 // synced checks that every family's proxier has done its sync and, in iptables
