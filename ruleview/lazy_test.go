@@ -15,13 +15,13 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// nftMutate changes an nft script as mutate changes a rules file: a rule dropped or
-// respelled with extra spaces, two rules swapped, an address changed.
-func nftMutate(rng *rand.Rand, text []byte) []byte {
+// drift changes a rules file as a node's rules drift: a rule (a line starting with
+// prefix) dropped, respelled by one of respell, two rules swapped, an address changed.
+func drift(rng *rand.Rand, text []byte, prefix string, respell ...func([]byte) []byte) []byte {
 	lines := bytes.SplitAfter(text, []byte("\n"))
 	var rules []int
 	for i, l := range lines {
-		if bytes.HasPrefix(l, []byte("add rule ")) {
+		if bytes.HasPrefix(l, []byte(prefix)) {
 			rules = append(rules, i)
 		}
 	}
@@ -30,57 +30,42 @@ func nftMutate(rng *rand.Rand, text []byte) []byte {
 			break
 		}
 		i := rules[rng.IntN(len(rules))]
-		switch rng.IntN(4) {
+		switch k := rng.IntN(3 + len(respell)); k {
 		case 0:
 			lines[i] = nil
 		case 1:
-			lines[i] = bytes.Replace(lines[i], []byte(" "), []byte("  "), 5) // another spelling
-		case 2:
 			j := rules[rng.IntN(len(rules))]
 			lines[i], lines[j] = lines[j], lines[i]
-		case 3:
+		case 2:
 			lines[i] = bytes.Replace(lines[i], []byte("10."), []byte("11."), 1)
+		default:
+			lines[i] = respell[k-3](lines[i])
 		}
 	}
 	return bytes.Join(lines, nil)
 }
 
-// mutate changes a rules file as a node's rules drift: a rule dropped, respelled as
-// iptables-save spells it, two rules swapped, an address changed.
+// nftMutate drifts an nft script; a rule is respelled with extra spaces.
+func nftMutate(rng *rand.Rand, text []byte) []byte {
+	return drift(rng, text, "add rule ", func(l []byte) []byte {
+		return bytes.Replace(l, []byte(" "), []byte("  "), 5)
+	})
+}
+
+// mutate drifts an iptables rules file; a rule is respelled with a comment added, or
+// as iptables-save spells it (a host address with its /32).
 func mutate(rng *rand.Rand, text []byte) []byte {
-	lines := bytes.SplitAfter(text, []byte("\n"))
-	var rules []int
-	for i, l := range lines {
-		if bytes.HasPrefix(l, []byte("-A ")) {
-			rules = append(rules, i)
-		}
-	}
-	for range 1 + rng.IntN(4) {
-		if len(rules) < 2 {
-			break
-		}
-		i := rules[rng.IntN(len(rules))]
-		switch rng.IntN(5) {
-		case 0:
-			lines[i] = nil
-		case 1:
-			lines[i] = bytes.Replace(lines[i], []byte(" -j "), []byte(" -m comment --comment \"x y\" -j "), 1)
-		case 4: // the same rule as iptables-save spells it
-			f := strings.Fields(string(lines[i]))
-			for k := 2; k+1 < len(f); k++ {
-				if (f[k] == "-d" || f[k] == "-s") && !strings.Contains(f[k+1], "/") {
-					lines[i] = bytes.Replace(lines[i], []byte(" "+f[k]+" "+f[k+1]+" "), []byte(" "+f[k]+" "+f[k+1]+"/32 "), 1)
-					break
-				}
+	return drift(rng, text, "-A ", func(l []byte) []byte {
+		return bytes.Replace(l, []byte(" -j "), []byte(" -m comment --comment \"x y\" -j "), 1)
+	}, func(l []byte) []byte {
+		f := strings.Fields(string(l))
+		for k := 2; k+1 < len(f); k++ {
+			if (f[k] == "-d" || f[k] == "-s") && !strings.Contains(f[k+1], "/") {
+				return bytes.Replace(l, []byte(" "+f[k]+" "+f[k+1]+" "), []byte(" "+f[k]+" "+f[k+1]+"/32 "), 1)
 			}
-		case 2:
-			j := rules[rng.IntN(len(rules))]
-			lines[i], lines[j] = lines[j], lines[i]
-		case 3:
-			lines[i] = bytes.Replace(lines[i], []byte("10."), []byte("11."), 1)
 		}
-	}
-	return bytes.Join(lines, nil)
+		return l
+	})
 }
 
 // Keys made only for lines that differ give the diff and the audit that keys made for
