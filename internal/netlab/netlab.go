@@ -13,8 +13,9 @@
 //   - every loop that sends traffic is bounded in count and time (Dial, AskUDP and
 //     Histogram each bound one exchange; servers end with the test).
 //
-// Namespace names start with a prefix unique to the process and the Lab, so tests
-// running at once, and labs left behind by a killed run, never meet.
+// Namespace names start with a prefix unique to the process and the Lab (the PID and
+// a count of the process's labs, skipping any prefix a namespace already has), so
+// tests running at once, and labs left behind by a killed run, never meet.
 package netlab
 
 import (
@@ -22,13 +23,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"testing"
@@ -75,9 +76,26 @@ type Lab struct {
 // New checks that the test can make namespaces (Require) and returns an empty lab.
 func New(tb testing.TB) *Lab {
 	Require(tb)
-	l := &Lab{tb: tb, prefix: fmt.Sprintf("svcgen-%d-%04x-", os.Getpid(), rand.IntN(0x10000))}
+	l := &Lab{tb: tb, prefix: freePrefix()}
 	tb.Cleanup(l.Cleanup)
 	return l
+}
+
+// labs counts the process's labs: the count in a prefix keeps labs of one process
+// apart, which a random part did not (two labs of a long parallel run drew the same).
+var labs atomic.Uint32
+
+// freePrefix returns "svcgen-PID-N-" with N the next count whose prefix no namespace
+// has yet: the PID keeps processes alive at once apart, the check a namespace left
+// behind by a killed process that had the same PID.
+func freePrefix() string {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for {
+		prefix := fmt.Sprintf("svcgen-%d-%04x-", os.Getpid(), labs.Add(1))
+		if !bytes.Contains(out, []byte(prefix)) {
+			return prefix
+		}
+	}
 }
 
 // Cleanup deletes the lab's namespaces (with their links and servers' sockets). It
