@@ -106,9 +106,10 @@ func KernelIPv6() error {
 
 // HostFamilies is platformCheckSupported for a run: of the run's families (one
 // backend each; primary is the family of the node's first IP), which the host can
-// program. It returns which to keep, a warning for each left out, or the error
-// kube-proxy would stop with. ipv6 is the kernel's check (KernelIPv6; nil: none).
-func HostFamilies(ctx context.Context, families []model.IPFamily, backends []Backend, primary model.IPFamily, ipv6 func() error) (keep []bool, warnings []string, err error) {
+// program. It returns which to keep, why each family left out is (left, "" for one
+// kept), or the error kube-proxy would stop with. ipv6 is the kernel's check
+// (KernelIPv6; nil: none).
+func HostFamilies(ctx context.Context, families []model.IPFamily, backends []Backend, primary model.IPFamily, ipv6 func() error) (keep []bool, left []string, err error) {
 	why := make([]error, len(families))
 	for i, fam := range families {
 		if fam == model.IPv6 && ipv6 != nil {
@@ -121,7 +122,7 @@ func HostFamilies(ctx context.Context, families []model.IPFamily, backends []Bac
 	}
 	// In kube-proxy's order: the platform check (no family; the primary one), then
 	// the proxiers, which fail for a family they cannot program (nftables' table).
-	keep = make([]bool, len(families))
+	keep, left = make([]bool, len(families)), make([]string, len(families))
 	var noPrimary, fatal error
 	for i, fam := range families {
 		switch {
@@ -132,7 +133,7 @@ func HostFamilies(ctx context.Context, families []model.IPFamily, backends []Bac
 		case fam == primary:
 			noPrimary = fmt.Errorf("no support for the primary IP family %s (kube-proxy would not start): %w", fam, why[i])
 		default:
-			warnings = append(warnings, fmt.Sprintf("%s left out, as kube-proxy runs single-stack on this host: %v", fam, why[i]))
+			left[i] = fmt.Sprintf("%s left out, as kube-proxy runs single-stack on this host: %v", fam, why[i])
 		}
 	}
 	if !slices.Contains(keep, true) {
@@ -144,5 +145,5 @@ func HostFamilies(ctx context.Context, families []model.IPFamily, backends []Bac
 	if fatal != nil {
 		return nil, nil, fatal
 	}
-	return keep, warnings, nil
+	return keep, left, nil
 }

@@ -49,7 +49,7 @@ func TestHostFamilies(t *testing.T) {
 		primary  model.IPFamily
 		ipv6     func() error
 		keep     []bool
-		warning  string // in the one warning ("" for none)
+		warning  string // why IPv6 is left out ("" when kept)
 		err      string
 	}{
 		{name: "iptables, both work", backends: iptables(nil, nil), primary: model.IPv4, keep: []bool{true, true}},
@@ -72,7 +72,7 @@ func TestHostFamilies(t *testing.T) {
 		{name: "ipvs, no ip6tables", backends: ipvs(noTool), primary: model.IPv4, keep: []bool{true, false}, warning: "ip6tables cannot be used"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			keep, warnings, err := HostFamilies(ctx, both, tc.backends, tc.primary, tc.ipv6)
+			keep, left, err := HostFamilies(ctx, both, tc.backends, tc.primary, tc.ipv6)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
@@ -86,10 +86,12 @@ func TestHostFamilies(t *testing.T) {
 				t.Errorf("keep %v, want %v", keep, tc.keep)
 			}
 			switch {
-			case tc.warning == "" && len(warnings) != 0:
-				t.Errorf("warnings %q, want none", warnings)
-			case tc.warning != "" && (len(warnings) != 1 || !strings.Contains(warnings[0], tc.warning)):
-				t.Errorf("warnings %q, want one with %q", warnings, tc.warning)
+			case len(left) != 2 || left[0] != "":
+				t.Errorf("left %q, want IPv4 kept", left)
+			case tc.warning == "" && left[1] != "":
+				t.Errorf("IPv6 left out: %q, want it kept", left[1])
+			case tc.warning != "" && !strings.Contains(left[1], tc.warning):
+				t.Errorf("IPv6 left out: %q, want %q", left[1], tc.warning)
 			}
 		})
 	}

@@ -32,6 +32,13 @@ type Options struct {
 	// Families are the IP families asked for (--ip-family), over the
 	// NodeEnvironment's; nil: see Families.
 	Families []model.IPFamily
+	// Host are the families of the host the rules are for, as kube-proxy's
+	// platformCheckSupported would find them: apply and the other commands that work
+	// on this node give both (a family the host lacks is left out afterwards, see
+	// apply.HostFamilies), so that, as kube-proxy, they program both families
+	// whatever the input has. Under Families and the NodeEnvironment's ipFamily;
+	// nil: the families the input has.
+	Host []model.IPFamily
 	// Release is the kube-proxy release to write for; the zero Release: the one the
 	// Nodes' kubelets run, else the newest (see pickTarget).
 	Release release.Release
@@ -60,7 +67,7 @@ func newRun(c *model.Cluster, opts Options) (*run, error) {
 		return nil, err
 	}
 	r.env = pickEnvironment(c, r.nodeName)
-	if r.families, err = families(c, r.node, r.env, opts.Families); err != nil {
+	if r.families, err = families(c, r.node, r.env, opts.Families, opts.Host); err != nil {
 		return nil, err
 	}
 	if r.target, err = pickTarget(c, r.cfg, opts); err != nil {
@@ -214,6 +221,14 @@ func nodeInfo(name string, node *model.Node, env *model.NodeEnvironment, cfg *mo
 	}
 	if b := cfg.BindAddress; b.IsValid() && !b.IsUnspecified() && model.FamilyOf(b) == family {
 		n.IP = b
+	}
+	if !n.IP.IsValid() {
+		// kube-proxy's detectNodeIPs: a family of which the node has no IP (every
+		// family, without a Node) has the loopback address as its node IP.
+		n.IP = ipv4Loopback
+		if family == model.IPv6 {
+			n.IP = netip.IPv6Loopback()
+		}
 	}
 	if env.Interfaces != nil {
 		for _, itf := range env.Interfaces {

@@ -8,24 +8,25 @@ import (
 )
 
 // families chooses the IP families of a compile; it is the one place a run's families
-// are chosen. asked (--ip-family) comes first, then the node's NodeEnvironment
-// ipFamily; a dual-stack run asked for so needs the Node to have an address of each
-// family, as kube-proxy's dual-stack proxier has a node IP of each. Otherwise the run
-// takes the families the input has: the Node's status.addresses, the ServiceCIDRs,
-// and the Services' ipFamilies and ClusterIPs (allocated ones included, so
-// --service-cidr counts). An input with neither family is IPv4: the output of an
-// IPv4-only cluster is what it was before svcgen knew dual-stack.
-//
-// kube-proxy itself runs both proxiers wherever the host supports both families
-// (cmd/kube-proxy/app platformCheckSupported); compile has no host, so it goes by
-// what the cluster uses. apply, audit and cleanup on a host follow kube-proxy: see
-// docs/dual-stack.md.
-func families(c *model.Cluster, node *model.Node, env *model.NodeEnvironment, asked []model.IPFamily) ([]model.IPFamily, error) {
+// are chosen. asked (--ip-family) comes first: a dual-stack run asked for so needs
+// the Node to have an address of each family. Then the host's families, as kube-proxy
+// finds them: the node's NodeEnvironment ipFamily, else host (what apply and the
+// other commands on a node give). kube-proxy runs both proxiers wherever the host
+// supports both (cmd/kube-proxy/app platformCheckSupported), whatever the Node's
+// addresses, and a family without a node IP takes the loopback address as its node
+// IP (detectNodeIPs; nodeInfo does the same). Otherwise, in compile, which has no
+// host, the run takes the families the input has: the Node's status.addresses, the
+// ServiceCIDRs, and the Services' ipFamilies and ClusterIPs (allocated ones
+// included, so --service-cidr counts). An input with neither family is IPv4: the
+// output of an IPv4-only cluster is what it was before svcgen knew dual-stack.
+func families(c *model.Cluster, node *model.Node, env *model.NodeEnvironment, asked, host []model.IPFamily) ([]model.IPFamily, error) {
 	switch {
 	case len(asked) > 0:
-		return checkNodeFamilies(node, asked, "--ip-family")
+		return checkNodeFamilies(node, asked)
 	case env.IPFamilies != nil:
-		return checkNodeFamilies(node, env.IPFamilies, "ipFamily: DualStack ("+env.Origin.String()+")")
+		return env.IPFamilies, nil
+	case host != nil:
+		return host, nil
 	}
 	has := map[model.IPFamily]bool{}
 	if node != nil {
@@ -58,10 +59,10 @@ func families(c *model.Cluster, node *model.Node, env *model.NodeEnvironment, as
 	return out, nil
 }
 
-// checkNodeFamilies refuses a dual-stack run for a Node that lacks an address of one
-// family: kube-proxy would take that family's node IP to be the loopback address,
-// which is never what a dual-stack node meant. why names what asked for both.
-func checkNodeFamilies(node *model.Node, fs []model.IPFamily, why string) ([]model.IPFamily, error) {
+// checkNodeFamilies refuses a dual-stack run asked for with --ip-family for a Node
+// that lacks an address of one family: the flag says the node is dual-stack, and a
+// node IP of loopback (what kube-proxy would take) is never what it meant.
+func checkNodeFamilies(node *model.Node, fs []model.IPFamily) ([]model.IPFamily, error) {
 	if len(fs) < 2 || node == nil {
 		return fs, nil
 	}
@@ -75,7 +76,7 @@ func checkNodeFamilies(node *model.Node, fs []model.IPFamily, why string) ([]mod
 		return fs, nil
 	}
 	var errs model.Problems
-	errs.Add(node.Origin, "status.addresses", "no %s address, and %s asks for both families; give the Node an InternalIP of each family",
-		strings.Join(missing, " or "), why)
+	errs.Add(node.Origin, "status.addresses", "no %s address, and --ip-family asks for both families; give the Node an InternalIP of each family",
+		strings.Join(missing, " or "))
 	return nil, errs.Err()
 }

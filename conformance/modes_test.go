@@ -120,11 +120,10 @@ var releaseHeader = regexp.MustCompile(`(?m)^# kube-proxy v1\.\d+ [^\n]*\n`)
 // iptables with two families writes out.v4 and out.v6; ipvs mode writes the parts
 // --split writes into out (out/v4 and out/v6 with two families).
 func (m *modeRun) compile(out string) (rules map[string][]byte, sum [sha256.Size]byte, err error) {
-	family := "dual"
-	if len(m.families) == 1 {
-		family = strings.ToLower(m.families[0])
-	}
-	args := append([]string{"compile", "-m", m.mode, "--node", m.node, "--kube-proxy-version", m.rel.table.String(), "--ip-family", family},
+	// No --ip-family: the run's families are svcgen's own choice for the input
+	// (harness.families), which --ip-family dual would narrow to Nodes with an
+	// address of each family, where a NodeEnvironment of DualStack need not.
+	args := append([]string{"compile", "-m", m.mode, "--node", m.node, "--kube-proxy-version", m.rel.table.String()},
 		m.h.inputArgs(m.c, m.dir)...)
 	dual := len(m.families) > 1
 	switch {
@@ -369,7 +368,9 @@ func (m *modeRun) oracleFamily() string {
 
 // runOracle runs the release's oracle in ns; its error carries the end of its log.
 func (m *modeRun) runOracle(ns string, extra ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Generous: a small case takes seconds, but a CI run beside other work has seen
+	// a proxier's first sync pass two minutes on two busy cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args := append([]string{"netns", "exec", ns, m.rel.bin, "run",
 		"-cluster", filepath.Join(m.dir, "resolved.yaml"),

@@ -252,7 +252,7 @@ func (h *harness) cases(t *testing.T) []Case {
 	for seed := 1; seed <= n; seed++ {
 		cases = append(cases, Case{
 			Name:  fmt.Sprintf("random-%d", seed),
-			Input: randcluster.Generate(uint64(seed), randcluster.Options{IPv6: seed%4 == 0}),
+			Input: randcluster.Generate(uint64(seed), randcluster.Options{IPv6: seed%4 == 0, DualHost: seed%3 == 0}),
 			Modes: AllModes,
 		})
 	}

@@ -362,3 +362,126 @@ func stripCounters(save string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// v4Cluster is an IPv4-only cluster on the dual-stack lab's node: a Node with an
+// IPv4 address only, and a NodePort Service with two endpoints.
+const v4Cluster = `apiVersion: v1
+kind: Node
+metadata: {name: node1}
+spec: {podCIDR: 198.18.1.0/24}
+status: {addresses: [{type: InternalIP, address: 198.18.0.1}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata: {name: kubernetes}
+spec: {cidrs: [198.19.0.0/24]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  type: NodePort
+  clusterIP: 198.19.0.10
+  ports: [{name: http, port: 80, targetPort: 8080, nodePort: 30080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-v4, namespace: shop, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- {addresses: [198.18.1.11], nodeName: node1}
+- {addresses: [198.18.1.12], nodeName: node1}
+`
+
+// TestApplyOneFamilyOnDualHost: kube-proxy runs its dual-stack proxier wherever the
+// host supports both families, whatever the cluster has; so does apply. An IPv4-only
+// cluster on a node that has IPv6 gets kube-proxy's IPv6 fixed rules too (no
+// Service's), a second apply changes neither family, audit and diff --live find both
+// in step, and cleanup removes both. --ip-family ipv4 keeps to IPv4; on a host
+// without IPv6, IPv4 alone is programmed, without a warning: there was no IPv6
+// Service to leave out.
+func TestApplyOneFamilyOnDualHost(t *testing.T) {
+	n := newDualNode(t)
+	n.write("cluster.yaml", v4Cluster)
+	for _, mode := range []struct {
+		name   string
+		v6     string // what apply calls the IPv6 backend
+		fixed  func() string
+		hasSvc string // in fixed's output when an IPv6 Service's rules are there
+	}{
+		{"iptables", "ip6tables:", func() string { return n.l.In(n.c.node, "ip6tables-save") }, "KUBE-SVC-"},
+		{"nftables", "nftables (IPv6):", func() string {
+			return n.l.In(n.c.node, "nft", "list", "ruleset", "ip6")
+		}, "fd00:198:19"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			n.t = t
+			stderr := n.apply("-m", mode.name)
+			if !strings.Contains(stderr, mode.v6+" ") {
+				t.Errorf("apply of an IPv4 cluster on a dual-stack host says nothing of IPv6:\n%s", stderr)
+			}
+			fixed := mode.fixed()
+			if !strings.Contains(fixed, "KUBE-SERVICES") && !strings.Contains(fixed, "chain services") {
+				t.Errorf("no IPv6 fixed rules after apply:\n%s", fixed)
+			}
+			if strings.Contains(fixed, mode.hasSvc) {
+				t.Errorf("IPv6 rules of a Service, from an IPv4 cluster:\n%s", fixed)
+			}
+			for to, want := range map[string][]string{
+				"198.19.0.10:80":   {"198.18.1.11:8080", "198.18.1.12:8080"},
+				"198.18.0.1:30080": {"198.18.1.11:8080", "198.18.1.12:8080"},
+			} {
+				id, err := netlab.Dial(n.client, netip.MustParseAddrPort(to), 2*time.Second)
+				if err != nil || !contains(want, id) {
+					t.Errorf("%s: %q, %v; want one of %v", to, id, err, want)
+				}
+			}
+			if again := n.apply("-m", mode.name); strings.Count(again, "no changes") != 2 {
+				t.Errorf("a second apply changed something:\n%s", again)
+			}
+			if out, stderr, err := n.svcgen("audit", "-f", n.dir, "-m", mode.name, "--live"); err != nil {
+				t.Errorf("audit: %v\n%s%s", err, out, stderr)
+			}
+			if out, stderr, err := n.svcgen("diff", "--live", "-f", n.dir, "-m", mode.name); err != nil || out != "" {
+				t.Errorf("diff --live: %v\n%s%s", err, out, stderr)
+			}
+			if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil {
+				t.Fatalf("cleanup: %v\n%s", err, stderr)
+			}
+			if fixed := mode.fixed(); strings.Contains(fixed, "KUBE-") || strings.Contains(fixed, "kube-proxy") {
+				t.Errorf("after cleanup, IPv6 rules remain:\n%s", fixed)
+			}
+		})
+	}
+	n.t = t
+	if t.Failed() {
+		return
+	}
+	// Asked for IPv4 alone, apply keeps to it.
+	if stderr := n.apply("-m", "nftables", "--ip-family", "ipv4"); strings.Contains(stderr, "IPv6") {
+		t.Errorf("apply --ip-family ipv4 spoke of IPv6:\n%s", stderr)
+	}
+	if tables := n.l.In(n.c.node, "nft", "list", "tables"); strings.Contains(tables, "table ip6 kube-proxy") {
+		t.Errorf("apply --ip-family ipv4 made: %s", tables)
+	}
+	// Comparing that node with the manifests passes IPv6 over: no IPv6 Service in the
+	// input, no IPv6 rule on the node.
+	for _, cmd := range [][]string{{"audit", "--live"}, {"diff", "--live"}} {
+		out, stderr, err := n.svcgen(append(cmd, "-f", n.dir, "-m", "nftables")...)
+		if err != nil || out != "" || !strings.Contains(stderr, cmd[0]+": IPv6 passed over") {
+			t.Errorf("%s after apply --ip-family ipv4: %v\n%s%s", cmd, err, out, stderr)
+		}
+	}
+	// No IPv6 on the host: IPv4 alone, and nothing to warn of.
+	n.l.In(n.c.node, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+	if stderr := n.apply("-m", "nftables"); strings.Contains(stderr, "warning") {
+		t.Errorf("apply of an IPv4 cluster on a host without IPv6 warned:\n%s", stderr)
+	}
+	if tables := n.l.In(n.c.node, "nft", "list", "tables"); !strings.Contains(tables, "table ip kube-proxy") || strings.Contains(tables, "table ip6 kube-proxy") {
+		t.Errorf("apply on a node without IPv6 made: %s", tables)
+	}
+	if _, stderr, err := n.svcgen("cleanup", "--apply-lock", n.lock); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, stderr)
+	}
+}

@@ -135,9 +135,10 @@ func nodeAddresses(sm *ir.ServiceMap, host trace.Host) []netip.Addr {
 	return out
 }
 
-// primaryIP is the node's IP, else its first address that is not loopback.
+// primaryIP is the node's IP, else its first address that is not loopback (a node
+// without an address of the family has loopback as its node IP, as in kube-proxy).
 func primaryIP(sm *ir.ServiceMap) netip.Addr {
-	if sm.Node.IP.IsValid() {
+	if sm.Node.IP.IsValid() && !sm.Node.IP.IsLoopback() {
 		return sm.Node.IP
 	}
 	for _, p := range sm.Node.Addresses {

@@ -111,6 +111,7 @@ func runApply(ctx context.Context, f *applyFlags, stdin io.Reader, stdout, stder
 	defer unlock()
 	var res *pipeline.Result
 	var watch *pipeline.Watch
+	f.onNode = true
 	if f.watch {
 		watch, res, err = f.watchInputs(stdin, stderr, check)
 	} else {

@@ -72,6 +72,7 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 			return err
 		}
 	}
+	f.onNode = f.live
 	res, err := f.compileInputs(stdin, stderr, stdinTaken(f.rules == "-"))
 	if err != nil {
 		return err
@@ -115,7 +116,11 @@ func runAudit(ctx context.Context, f *auditFlags, stdin io.Reader, stdout, stder
 			return err
 		}
 		v := apply.ViewOptions{Map: sm}
-		for _, d := range ruleview.Audit(want.View(v), have.View(v)) {
+		kernel := have.View(v)
+		if f.live && len(maps) > 1 && passedOver(sm, kernel, "audit", stderr) {
+			continue
+		}
+		for _, d := range ruleview.Audit(want.View(v), kernel) {
 			if len(maps) > 1 {
 				d.Port += " (" + string(sm.Family) + ")"
 			}

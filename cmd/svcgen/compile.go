@@ -38,6 +38,11 @@ type inputFlags struct {
 	podCIDR       []string
 	ipFamily      string
 	readFlags     // --strict, -q, -v: see inputs.go
+	// onNode is set by the commands that program or read this node's kernel (apply,
+	// audit --live, diff --live): their runs take the host's families, both, as
+	// kube-proxy does on a host that supports both; onHost then leaves out what the
+	// host lacks.
+	onNode bool
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -53,7 +58,7 @@ func (f *inputFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.nodePortRange, "node-port-range", "30000-32767", "allocate NodePorts from this range")
 	fl.StringVar(&f.dialect, "dialect", "", "accept a manifest dialect: minik8s (course-project YAML)")
 	fl.StringVar(&f.release, "kube-proxy-version", "", "the kube-proxy release to write for: "+release.Names()+" (default: the Nodes' kubelet release, else "+release.Newest().String()+")")
-	fl.StringVar(&f.ipFamily, "ip-family", "", "the IP families to write for: ipv4, ipv6 or dual (default: the NodeEnvironment's ipFamily, else the families the input has)")
+	fl.StringVar(&f.ipFamily, "ip-family", "", "the IP families to write for: ipv4, ipv6 or dual (default: the NodeEnvironment's ipFamily, else on this node (apply, audit --live, diff --live) those the host supports, as kube-proxy, else the families the input has)")
 	fl.StringToStringVar(&f.gates, "feature-gates", nil, "feature gates, as kube-proxy takes them: Gate=true,Other=false (over the configuration's featureGates)")
 	f.readFlags.register(cmd)
 }
@@ -136,6 +141,9 @@ func (f *inputFlags) settings(stdin io.Reader) (pipeline.Inputs, pipeline.Settin
 	}
 	if s.Families, err = parseIPFamily(f.ipFamily); err != nil {
 		return in, s, err
+	}
+	if f.onNode {
+		s.Host = model.Families
 	}
 	if err := f.target(&s); err != nil {
 		return in, s, err

@@ -86,6 +86,7 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	var maps []*ir.ServiceMap
 	mode := compiler.Mode(f.mode)
 	if withInputs {
+		f.onNode = true // withInputs is --live -f
 		res, err := f.compileInputs(stdin, stderr, nil)
 		if err != nil {
 			return err
@@ -122,7 +123,7 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 	}
 	var out []byte
 	for _, fam := range families {
-		d, err := diffFamily(ctx, f, p, fam, mapOf(maps, fam), sides)
+		d, err := diffFamily(ctx, f, p, fam, mapOf(maps, fam), sides, stderr)
 		if err != nil {
 			return err
 		}
@@ -144,7 +145,7 @@ func runDiff(ctx context.Context, f *diffFlags, args []string, stdin io.Reader, 
 
 // diffFamily is the unified diff of one family: the kernel's rules (--live) or the
 // first file, against the manifests' map sm (nil without -f) or the other file.
-func diffFamily(ctx context.Context, f *diffFlags, p *ruleParser, fam model.IPFamily, sm *ir.ServiceMap, sides [][]ruleFile) ([]byte, error) {
+func diffFamily(ctx context.Context, f *diffFlags, p *ruleParser, fam model.IPFamily, sm *ir.ServiceMap, sides [][]ruleFile, stderr io.Writer) ([]byte, error) {
 	backend := p.mode.Backend(fam, 30*time.Second)
 	var oldName, newName string
 	var old, new apply.State
@@ -172,7 +173,11 @@ func diffFamily(ctx context.Context, f *diffFlags, p *ruleParser, fam model.IPFa
 	v := apply.ViewOptions{Map: sm, All: !f.live}
 	nv := v
 	nv.Installed = f.live
-	return ruleview.Unified(oldName, old.View(v), newName, new.View(nv)), nil
+	ov := old.View(v)
+	if f.live && len(sides) == 0 && passedOver(sm, ov, "diff", stderr) {
+		return nil, nil
+	}
+	return ruleview.Unified(oldName, ov, newName, new.View(nv)), nil
 }
 
 // labelHeader adds label to the three lines of a unified diff's header ("diff OLD

@@ -12,31 +12,37 @@ import (
 	"github.com/svcgen/svcgen/ir"
 	"github.com/svcgen/svcgen/model"
 	"github.com/svcgen/svcgen/modes"
+	"github.com/svcgen/svcgen/ruleview"
 )
 
 // onHost is the run's families that this host can program in the mode, as kube-proxy
 // decides before it makes its proxiers (apply.HostFamilies): each kept family's map
-// and backend; a family left out is a warning on stderr, and a host kube-proxy would
-// not start on is an error. apply and audit --live call it; compile and the commands
-// that read files do not look at the host.
+// and backend; a family with Services left out is a warning on stderr, and a host
+// kube-proxy would not start on is an error. apply, audit --live and diff --live
+// call it (their runs have both families unless --ip-family or a NodeEnvironment
+// says otherwise: see inputFlags.onNode); compile and the commands that read files
+// do not look at the host.
 func onHost(ctx context.Context, res *pipeline.Result, m modes.Mode, wait time.Duration, stderr io.Writer) ([]*ir.ServiceMap, []apply.Backend, error) {
 	families := make([]model.IPFamily, len(res.Maps))
 	backends := make([]apply.Backend, len(res.Maps))
 	for i, sm := range res.Maps {
 		families[i], backends[i] = sm.Family, m.Backend(sm.Family, wait)
 	}
-	keep, warnings, err := apply.HostFamilies(ctx, families, backends, primaryFamily(res), apply.KernelIPv6)
+	keep, left, err := apply.HostFamilies(ctx, families, backends, primaryFamily(res), apply.KernelIPv6)
 	if err != nil {
 		return nil, nil, err
-	}
-	for _, w := range warnings {
-		printWarnings(stderr, []error{errors.New(w)})
 	}
 	var maps []*ir.ServiceMap
 	var kept []apply.Backend
 	for i, k := range keep {
-		if k {
+		switch {
+		case k:
 			maps, kept = append(maps, res.Maps[i]), append(kept, backends[i])
+		case len(res.Maps[i].Services) > 0:
+			// Only a family with Services is worth a warning: every run on a node
+			// asks for both families, and an IPv4 cluster on a host without IPv6 is
+			// as it should be.
+			printWarnings(stderr, []error{errors.New(left[i])})
 		}
 	}
 	return maps, kept, nil
@@ -97,4 +103,24 @@ func cleanable(ctx context.Context, cs []apply.Cleaner, stderr io.Writer) []appl
 		out = append(out, c)
 	}
 	return out
+}
+
+// passedOver says that a comparison with the node (audit --live, diff --live -f)
+// leaves out the family of sm: the input has no Service of it and the node no
+// kube-proxy rule of it. Such a family is in the run only because the host supports
+// it (kube-proxy, and apply, program its fixed rules); a node whose rules were
+// loaded from compile's output of the other family is in step. note (on stderr)
+// says so.
+func passedOver(sm *ir.ServiceMap, kernel *ruleview.View, cmd string, stderr io.Writer) bool {
+	if sm == nil || len(sm.Services) > 0 {
+		return false
+	}
+	for _, sec := range kernel.Sections {
+		if len(sec.Lines) > 0 {
+			return false
+		}
+	}
+	fmt.Fprintf(stderr, "%s: %s passed over: the input has no %s Service and the node no kube-proxy rule of %s (apply would add kube-proxy's fixed %s rules)\n",
+		cmd, sm.Family, sm.Family, sm.Family, sm.Family)
+	return true
 }

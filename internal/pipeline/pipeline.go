@@ -52,6 +52,9 @@ type Settings struct {
 	// Families: --ip-family (nil: the NodeEnvironment's, else the input's; see
 	// compiler.Families).
 	Families []model.IPFamily
+	// Host are this host's families, for the commands that work on the node (see
+	// compiler.Options); nil for those that do not.
+	Host []model.IPFamily
 	// NoAllocate: see compiler.ResolveOptions (kube-proxy's own test inputs).
 	NoAllocate bool
 	// Nodes and PodCIDRs: --nodes and --pod-cidr (see compiler.ResolveOptions).
@@ -186,7 +189,7 @@ func options(cluster *model.Cluster, miniK8s bool, s Settings) (compiler.Resolve
 	if mode == "" {
 		mode = compiler.IPTables
 	}
-	return ropts, compiler.Options{Node: s.Node, Mode: mode, Families: s.Families, Release: s.Release, Gates: s.Gates}, nil
+	return ropts, compiler.Options{Node: s.Node, Mode: mode, Families: s.Families, Host: s.Host, Release: s.Release, Gates: s.Gates}, nil
 }
 
 func result(cluster *model.Cluster, resolved *compiler.Resolved, maps []*ir.ServiceMap, mode compiler.Mode, warnings []*model.Problem, s Settings) *Result {

@@ -31,6 +31,10 @@ type Options struct {
 	IPv6 bool
 	// Dual makes a dual-stack cluster (the NodeEnvironment says ipFamily DualStack).
 	Dual bool
+	// DualHost, without Dual: a cluster of one family on a host that supports both
+	// (the NodeEnvironment says ipFamily DualStack), which kube-proxy programs in
+	// both families, the other family's node IP being loopback.
+	DualHost bool
 	// NFAcct: the node has kube-proxy's nfacct counters (a kernel test must create
 	// them before loading rules that use them).
 	NFAcct bool
@@ -126,7 +130,7 @@ func (g *gen) header() {
 	}
 	g.doc()
 	family := g.a.family
-	if g.o.Dual {
+	if g.o.Dual || g.o.DualHost {
 		family = "DualStack"
 	}
 	g.printf("apiVersion: svcgen/v1alpha1\nkind: NodeEnvironment\nmetadata: {name: node-a}\nipFamily: %s\n", family)

@@ -13,7 +13,7 @@ import (
 func TestGenerate(t *testing.T) {
 	kinds := map[string]bool{}
 	for seed := uint64(0); seed < 200; seed++ {
-		o := Options{IPv6: seed%3 == 0, Dual: seed%5 == 0}
+		o := Options{IPv6: seed%3 == 0, Dual: seed%5 == 0, DualHost: seed%7 == 0}
 		data := Generate(seed, o)
 		if !bytes.Equal(data, Generate(seed, o)) {
 			t.Fatalf("seed %d: two runs differ", seed)
@@ -27,9 +27,13 @@ func TestGenerate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, data)
 		}
-		if o.Dual {
+		switch {
+		case o.Dual:
 			dualStackKinds(t, seed, o, res.Maps, kinds)
-		} else if len(res.Maps) != 1 || o.IPv6 != (res.Map.Family == "IPv6") {
+		case o.DualHost:
+			dualHost(t, seed, o, res.Maps)
+			kinds["dual host"] = true
+		case len(res.Maps) != 1 || o.IPv6 != (res.Map.Family == "IPv6"):
 			t.Fatalf("seed %d: compiled for %s", seed, ir.FamilyNames(res.Maps))
 		}
 		for _, s := range res.Map.Services {
@@ -59,7 +63,7 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"IPv4", "IPv6", "internal local", "external local", "source ranges", "affinity", "no endpoints", "terminating fallback",
-		"dual-stack IPv4 primary", "dual-stack IPv6 primary", "dual-stack Service", "IPv4 only", "IPv6 only"} {
+		"dual-stack IPv4 primary", "dual-stack IPv6 primary", "dual-stack Service", "IPv4 only", "IPv6 only", "dual host"} {
 		if !kinds[k] {
 			t.Errorf("200 seeds never made a port with %s", k)
 		}
@@ -83,5 +87,23 @@ func dualStackKinds(t *testing.T, seed uint64, o Options, maps []*ir.ServiceMap,
 				kinds[string(sm.Family)+" only"] = true
 			}
 		}
+	}
+}
+
+// dualHost checks a cluster of one family on a dual-stack host: both families
+// compiled, the other family's map without a Service and with the loopback address
+// as its node IP, as kube-proxy's detectNodeIPs gives it.
+func dualHost(t *testing.T, seed uint64, o Options, maps []*ir.ServiceMap) {
+	t.Helper()
+	if len(maps) != 2 {
+		t.Fatalf("seed %d: a dual-stack host compiled for %s, want both families", seed, ir.FamilyNames(maps))
+	}
+	other := maps[1]
+	if o.IPv6 {
+		other = maps[0]
+	}
+	if len(other.Services) != 0 || !other.Node.IP.IsLoopback() {
+		t.Fatalf("seed %d: the cluster's other family (%s) has %d Services and node IP %s, want none and loopback",
+			seed, other.Family, len(other.Services), other.Node.IP)
 	}
 }
