@@ -138,7 +138,12 @@ func Run(in Inputs, s Settings) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.InputWarnings, res.Read = l.InputWarnings, &l.Tally
+	// A copy of the tally, not a pointer into l: the Result outlives the loaded
+	// cluster (a command lets it go once compiled), and a pointer to a field keeps
+	// the whole Loader, and every object it read, alive (about 150 MB at 50,000
+	// Services) while the rules are written.
+	tally := l.Tally
+	res.InputWarnings, res.Read = l.InputWarnings, &tally
 	return res, nil
 }
 
