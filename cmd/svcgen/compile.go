@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,16 +239,8 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 		return err
 	}
 	// Only the service map is written from here: let the clusters go, before a
-	// previous ruleset is read (at 10,000 Services they hold tens of megabytes).
-	res.Cluster, res.Resolved = nil, nil
-	// And collect them now: the clusters are about two thirds of the live heap
-	// (at 50,000 Services 130 of 210 MB, the service map the rest). Left to the
-	// collector's pace, the next cycle comes when the heap has doubled from its
-	// last live size, so writing the rules grows it into fresh pages (RSS 480 MB
-	// for nftables at 50k) rather than into the clusters' memory; page faults are
-	// dear here (BENCHMARKS.md, "The machine"). One collection at this boundary
-	// costs a mark of the service map alone (BENCHMARKS.md, "Compile at 50k").
-	runtime.GC()
+	// previous ruleset is read.
+	res.KeepMaps()
 	mode, err := lookupMode(res.Mode)
 	if err != nil {
 		return err
