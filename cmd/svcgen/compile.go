@@ -247,8 +247,8 @@ func runCompile(f *compileFlags, stdin io.Reader, stdout, stderr io.Writer) erro
 		return err
 	}
 	// Only the service map is written from here: let the clusters go, before a
-	// previous ruleset is read (at 10,000 Services they hold tens of megabytes).
-	res.Cluster, res.Resolved = nil, nil
+	// previous ruleset is read.
+	res.KeepMaps()
 	mode, err := lookupMode(res.Mode)
 	if err != nil {
 		return err

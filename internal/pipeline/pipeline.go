@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"runtime"
 
 	"github.com/svcgen/svcgen/compiler"
 	"github.com/svcgen/svcgen/ir"
@@ -84,6 +85,18 @@ type Result struct {
 	Lock []byte
 }
 
+// KeepMaps lets the clusters go, for a command that needs only the service maps from
+// here on, and collects them at once. The clusters are most of the live heap (at
+// 50,000 Services 130 of 210 MB, the maps the rest); left to the collector's pace,
+// the next cycle comes only when the heap has doubled from its last live size, so
+// the rules written or read after it would grow the heap into fresh pages instead of
+// the clusters' memory (page faults are dear: BENCHMARKS.md, "The machine"). The one
+// collection marks the maps alone.
+func (r *Result) KeepMaps() {
+	r.Cluster, r.Resolved = nil, nil
+	runtime.GC()
+}
+
 // MapOf is the service map of a family, nil when the run has none of it.
 func (r *Result) MapOf(f model.IPFamily) *ir.ServiceMap {
 	for _, sm := range r.Maps {
@@ -141,7 +154,12 @@ func Run(in Inputs, s Settings) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.InputWarnings, res.Read = l.InputWarnings, &l.Tally
+	// A copy of the tally, not a pointer into l: the Result outlives the loaded
+	// cluster (a command lets it go once compiled), and a pointer to a field keeps
+	// the whole Loader, and every object it read, alive (about 150 MB at 50,000
+	// Services) while the rules are written.
+	tally := l.Tally
+	res.InputWarnings, res.Read = l.InputWarnings, &tally
 	return res, nil
 }
 

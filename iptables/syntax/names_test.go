@@ -1,6 +1,11 @@
 package syntax
 
-import "testing"
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+	"testing"
+)
 
 // The hash examples are upstream's own test expectations (spec/iptables.md §4).
 func TestHash16(t *testing.T) {
@@ -26,8 +31,31 @@ func TestHash16(t *testing.T) {
 		}
 	}
 	c := ServiceChainsFor("ns1/svc1:p80", "tcp")
-	if c.SVC != "KUBE-SVC-XPGD46QRK7WJZT7O" || c.FW != "KUBE-FW-XPGD46QRK7WJZT7O" || len(c.FW) != 24 || len(c.SVC) != 25 {
-		t.Errorf("serviceChains = %+v", c)
+	want := ServiceChains{SVC: "KUBE-SVC-XPGD46QRK7WJZT7O", SVL: "KUBE-SVL-XPGD46QRK7WJZT7O", EXT: "KUBE-EXT-XPGD46QRK7WJZT7O", FW: "KUBE-FW-XPGD46QRK7WJZT7O"}
+	if c != want {
+		t.Errorf("ServiceChainsFor = %+v, want %+v", c, want)
+	}
+	if got := EndpointChain("ns1/svc1:p80", "tcp", "10.180.0.1:80"); got != "KUBE-SEP-SXIVWICOYRO3J4NJ" {
+		t.Errorf("EndpointChain = %s", got)
+	}
+}
+
+// Parts longer than hash16's buffer on the stack hash as the whole text does.
+func TestHash16Long(t *testing.T) {
+	ns, name := strings.Repeat("n", 63), strings.Repeat("s", 63)
+	spn := ns + "/" + name + ":" + strings.Repeat("p", 15)
+	ep := "[fd00:198:18:ffff:ffff:ffff:ffff:ffff]:65535"
+	for _, parts := range [][]string{{spn, "sctp", ep}, {spn + spn, "tcp", ep + ep}} {
+		sum := sha256.Sum256([]byte(strings.Join(parts, "")))
+		want := base32.StdEncoding.EncodeToString(sum[:])[:16]
+		if got := hash16(parts...); got != want {
+			t.Errorf("hash16 of %d bytes = %s, want %s", len(strings.Join(parts, "")), got, want)
+		}
+	}
+	c := ServiceChainsFor(spn, "sctp")
+	h := hash16(spn, "sctp")
+	if c.SVC != PrefixSVC+h || c.SVL != PrefixSVL+h || c.EXT != PrefixEXT+h || c.FW != PrefixFW+h {
+		t.Errorf("ServiceChainsFor(long) = %+v, hash %s", c, h)
 	}
 }
 
