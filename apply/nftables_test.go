@@ -5,14 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/randcluster"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 	nftplan "github.com/svcgen/svcgen/nftables/plan"
 	nftrules "github.com/svcgen/svcgen/nftables/rules"
 	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
+	"github.com/svcgen/svcgen/release"
 	"github.com/svcgen/svcgen/ruleview"
 	"sigs.k8s.io/knftables"
 )
@@ -301,4 +306,83 @@ func TestFakeNFT(t *testing.T) {
 	if none, err := fake.List(ctx, knftables.IPv6Family); none != nil || err != nil {
 		t.Errorf("no ip6 table: %q, %v", none, err)
 	}
+}
+
+// A sync with a hint from the map the state was loaded from plans from the changed
+// Services only (nftplan.Since) and loads the very transaction a sync without the
+// hint loads; a hint from another map, or none, plans the whole table. Random
+// clusters of every layout, changed as compiler.Session changes them (Services gone
+// and back, endpoints moved), by two appliers side by side. Removing a Service of
+// several ports from a table held in memory deletes its cluster IP once (the kernel
+// refuses a second delete of an element in one transaction).
+func TestNFTablesHint(t *testing.T) {
+	ctx := context.Background()
+	for _, version := range []string{"1.34", "1.35", "1.36", "1.37"} {
+		for seed := uint64(1); seed <= 6; seed++ {
+			sm := compileRandom(t, version, seed)
+			steps := []*ir.ServiceMap{testkit.Without(sm, 3, 2), sm, testkit.Without(sm, 2, 3), testkit.Without(sm, 5, 1), sm}
+			hinted, _, hfake := fakeApplier(DefaultStageAbove)
+			whole, _, wfake := fakeApplier(DefaultStageAbove)
+			prev := sm
+			for _, a := range []*Applier{hinted, whole} {
+				if _, err := a.Sync(ctx, sm, SyncOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, next := range steps {
+				what := fmt.Sprintf("v%s seed %d step %d", version, seed, i)
+				hint := &Hint{Since: prev, Changed: changedServices(prev, next)}
+				if i == 3 {
+					hint.Since = steps[0] // stale: not the map the state was loaded from
+				}
+				st := hinted.state.(*nftState)
+				if _, err := hinted.Sync(ctx, next, SyncOptions{Hint: hint}); err != nil {
+					t.Fatalf("%s: hinted: %v", what, err)
+				}
+				if _, err := whole.Sync(ctx, next, SyncOptions{}); err != nil {
+					t.Fatalf("%s: without a hint: %v", what, err)
+				}
+				if h, w := hfake.Scripts[len(hfake.Scripts)-1], wfake.Scripts[len(wfake.Scripts)-1]; len(hfake.Scripts) != len(wfake.Scripts) || !bytes.Equal(h, w) {
+					t.Errorf("%s: the hinted sync loaded\n%s\nthe sync without the hint\n%s", what, h, w)
+				}
+				holdsTable(t, hfake, next, what)
+				// Since moves the key counts on; a stale hint leaves them to be counted again.
+				if after, fresh := hinted.state.(*nftState), i != 3; (after.keys != nil) != fresh || fresh && st.keys != nil {
+					t.Errorf("%s: key counts %v after, %v before; want them moved on a fresh hint only", what, after.keys != nil, st.keys != nil)
+				}
+				prev = next
+			}
+		}
+	}
+}
+
+// compileRandom compiles a random cluster for nftables mode.
+func compileRandom(t *testing.T, version string, seed uint64) *ir.ServiceMap {
+	t.Helper()
+	r, err := release.Parse(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testkit.Compile(t, "random.yaml", string(randcluster.Generate(seed, randcluster.Options{})), pipeline.Settings{Mode: compiler.NFTables, Release: r}).Map
+}
+
+// changedServices names the Services that differ between two maps (as pointers, as
+// compiler.Session keeps the others).
+func changedServices(a, b *ir.ServiceMap) []string {
+	was := map[string]*ir.Service{}
+	for _, s := range a.Services {
+		was[s.Key()] = s
+	}
+	var out []string
+	for _, s := range b.Services {
+		if was[s.Key()] != s {
+			out = append(out, s.Key())
+		}
+		delete(was, s.Key())
+	}
+	for key := range was {
+		out = append(out, key)
+	}
+	slices.Sort(out)
+	return out
 }
