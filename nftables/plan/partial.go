@@ -4,7 +4,8 @@
 // wanted table (nftables/rules) with the node's (nftables/syntax's State), one
 // Service's rules at a time, and written as "nft -f" text last: in one script
 // (Change.Write), or as apply loads it (Change.Transactions: staged, each transaction
-// with the commit mark).
+// with the commit mark). Told which Services changed since a table was loaded, Since
+// plans the same change from those Services' parts of the two tables alone.
 package plan
 
 import (
