@@ -172,8 +172,17 @@ func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 		// applier knows (it reads the kernel when it cannot tell).
 		return &nftPlan{from: st, after: st}, nil
 	}
-	if h := opts.Hint; h != nil && st.sm != nil && h.Since == st.sm && !opts.Full {
-		if p, err := b.planSince(st, sm, h.Changed); p != nil || err != nil {
+	if st.sm != nil && !opts.Full {
+		// The Services the hint names, when it is from the map the state was loaded
+		// from; else the ones that differ between the two maps (as the iptables
+		// backend does).
+		var changed []string
+		if h := opts.Hint; h != nil && h.Since == st.sm {
+			changed = h.Changed
+		} else {
+			changed = ir.ChangedServices(st.sm, sm)
+		}
+		if p, err := b.planSince(st, sm, changed); p != nil || err != nil {
 			return p, err
 		}
 	}
@@ -193,10 +202,10 @@ func (b *NFTables) Plan(sm *ir.ServiceMap, from State, opts PlanOptions) (Plan, 
 	return &nftPlan{from: st, after: after, txs: txs, staged: len(txs) > 1}, nil
 }
 
-// planSince plans from the state a load of the hint's map left, looking at the
-// Services the hint names only (nftplan.Since): the same transaction as the whole
-// plan, at the cost of the changed Services. Nil when Since declines (the caller
-// plans the whole table).
+// planSince plans from the state a load of a map left, looking at the Services that
+// changed since only (nftplan.Since): the same transaction as the whole plan, at the
+// cost of the changed Services. Nil when Since declines (the caller plans the whole
+// table).
 func (b *NFTables) planSince(st *nftState, sm *ir.ServiceMap, changed []string) (*nftPlan, error) {
 	if st.keys == nil {
 		st.keys = nftplan.NewKeys(nftrules.NewTable(st.sm))
