@@ -61,12 +61,20 @@ func BenchmarkPrevious(b *testing.B) {
 // "hint" with the Session's list of changed Services (Since, what apply does; the key
 // counts made once, outside the loop), "whole" without it (Partial: the wanted table
 // compared with the held one, every Service). The transaction's size is reported as
-// "bytes".
+// "bytes". "keys" counts the held table's element keys, as apply does once before
+// the first hinted plan after a whole one.
 func BenchmarkPartialWatch(b *testing.B) {
 	for _, n := range benchdata.Sizes {
 		prev, next, changed := moved(b, n)
 		held := syntax.Of(rules.Build(prev))
 		keys := NewKeys(rules.NewTable(prev))
+		b.Run(benchdata.Name(n)+"/keys", func(b *testing.B) {
+			b.ReportAllocs()
+			defer benchdata.CPU(b)()
+			for b.Loop() {
+				NewKeys(rules.NewTable(prev))
+			}
+		})
 		for _, hint := range []bool{true, false} {
 			name := benchdata.Name(n) + "/whole"
 			if hint {
