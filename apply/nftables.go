@@ -73,13 +73,14 @@ type nftState struct {
 	family knftables.Family
 	rs     *nftsyntax.Ruleset
 	// sm is the service map a load built the state from (nil when it was read): a
-	// plan of the same map has nothing to do, and a plan with a hint from it looks
-	// at the Services the hint names only. Its table's objects (rs) are made when
-	// something asks for them (a plan without a usable hint, a view): a sync at
-	// 10,000 Services would otherwise spend more time making them than planning.
+	// plan of the same map has nothing to do, and a plan of another looks at the
+	// Services that changed since only (those a hint from sm names, else those that
+	// differ). Its table's objects (rs) are made when something asks for them (a
+	// whole plan, a view): a sync at 10,000 Services would otherwise spend more time
+	// making them than planning.
 	sm *ir.ServiceMap
-	// keys counts the element keys of sm's table (nftplan.Keys), for hinted plans;
-	// nil until one needs it, and handed on to the state a hinted plan leaves.
+	// keys counts the element keys of sm's table (nftplan.Keys), for those plans;
+	// nil until one needs it, and handed on to the state such a plan leaves.
 	keys *nftplan.Keys
 }
 
@@ -122,8 +123,8 @@ type nftPlan struct {
 	after  *nftState
 	txs    []nftplan.Tx
 	staged bool
-	// since is the change of a hinted plan (nftplan.Since), whose load moves the
-	// key counts of from's table to after's.
+	// since is the change of a plan from the changed Services (nftplan.Since),
+	// whose load moves the key counts of from's table on to after's.
 	since *nftplan.Change
 }
 

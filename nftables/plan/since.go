@@ -80,19 +80,20 @@ type restKeys func(container, key string) bool
 
 // Since plans the sync from the table of the service map prev, as loaded (keys are
 // its counts), to the table of sm, when only the Services changed names
-// ("namespace/name") may differ between the two maps, and every setting of the maps
-// is the same (compiler.Session's hint; a map whose settings differ is planned whole). It plans exactly the change Partial plans
-// from prev's whole table, minimal or not, from the changed Services' parts of the
-// two tables only (rules.NewPart): their chains and affinity sets are theirs by name,
-// and the keys they write into the shared sets and maps are compared with keys.
+// ("namespace/name") may differ between the two maps (compiler.Session's hint, or
+// ir.ChangedServices). It plans exactly the change Partial plans from prev's whole
+// table, minimal or not, from the changed Services' parts of the two tables only
+// (rules.NewPart): their chains and affinity sets are theirs by name, and the keys
+// they write into the shared sets and maps are weighed against keys.
 //
-// A key of a set that another Service writes too is in the table before and after
-// (Partial adds a key each time a port writes it when it is not there, and deletes each
-// element of a key no port writes any more: the changed Services' alone, in the order
-// of their parts). It returns false, and the caller plans the whole table, when that
-// would not be the same change: a setting or the fixed part differs (a full sync),
-// or a key of a map is written by more than one port before or after (Partial's
-// change then depends on which one the table lists last).
+// A key of a set that another Service writes too is in the table before and after:
+// Partial adds a key no port wrote, and deletes a key no port writes any more, each
+// once, so only the changed Services' keys can be added or deleted, in the order of
+// their parts. Since returns false, and the caller plans the whole table, when its
+// change would not be Partial's: a setting of the maps or the fixed part of the table
+// differs (every rule may depend on them), or a key of a map is written by more than
+// one port before or after (Partial's change then depends on which one the table
+// lists last).
 func Since(prev *ir.ServiceMap, keys *Keys, sm *ir.ServiceMap, changed []string, minimal bool) (*Change, bool) {
 	if keys.shared > 0 || !sameSettings(prev, sm) {
 		return nil, false
