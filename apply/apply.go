@@ -74,8 +74,8 @@ type PlanOptions struct {
 // Hint is what an incremental compiler (compiler.Session) knows of a new service map:
 // only the Services Changed names ("namespace/name") may differ from the map Since;
 // every other Service is the same. A backend whose state was loaded from Since looks
-// at those Services only (the iptables backend; the others compare states), so a
-// one-endpoint change costs the same at any cluster size.
+// at those Services only (the iptables and nftables backends; ipvs compares states),
+// so a one-endpoint change costs the same at any cluster size.
 type Hint struct {
 	Since   *ir.ServiceMap
 	Changed []string

@@ -5,14 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/svcgen/svcgen/compiler"
+	"github.com/svcgen/svcgen/internal/pipeline"
+	"github.com/svcgen/svcgen/internal/randcluster"
+	"github.com/svcgen/svcgen/internal/testkit"
 	"github.com/svcgen/svcgen/ir"
 	nftplan "github.com/svcgen/svcgen/nftables/plan"
 	nftrules "github.com/svcgen/svcgen/nftables/rules"
 	nftsyntax "github.com/svcgen/svcgen/nftables/syntax"
+	"github.com/svcgen/svcgen/release"
 	"github.com/svcgen/svcgen/ruleview"
 	"sigs.k8s.io/knftables"
 )
@@ -301,4 +306,85 @@ func TestFakeNFT(t *testing.T) {
 	if none, err := fake.List(ctx, knftables.IPv6Family); none != nil || err != nil {
 		t.Errorf("no ip6 table: %q, %v", none, err)
 	}
+}
+
+// A sync from a state loaded from a map plans from the changed Services only
+// (nftplan.Since): those a hint from that map names, else those that differ between
+// the maps (a hint from another map is not believed: here it names none). It loads the
+// very transaction the whole comparison plans from the table held (nftplan.Partial),
+// and the kernel holds the new map's table. Random clusters of every layout, changed
+// as compiler.Session changes them (Services gone and back, endpoints moved).
+// Removing a Service of several ports deletes its cluster IP once (the kernel
+// refuses a second delete of an element in one transaction).
+func TestNFTablesHint(t *testing.T) {
+	ctx := context.Background()
+	for _, version := range []string{"1.34", "1.35", "1.36", "1.37"} {
+		for seed := uint64(1); seed <= 6; seed++ {
+			sm := compileRandom(t, version, seed)
+			steps := []*ir.ServiceMap{testkit.Without(sm, 3, 2), sm, testkit.Without(sm, 2, 3), testkit.Without(sm, 5, 1), sm}
+			a, _, fake := fakeApplier(DefaultStageAbove)
+			if _, err := a.Sync(ctx, sm, SyncOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			prev := sm
+			for i, next := range steps {
+				what := fmt.Sprintf("v%s seed %d step %d", version, seed, i)
+				hint := &Hint{Since: prev, Changed: changedServices(prev, next)}
+				switch i {
+				case 2:
+					hint = nil
+				case 3:
+					hint = &Hint{Since: steps[0]} // stale: not the map the state was loaded from
+				}
+				want, err := nftplan.Partial(nftrules.NewTable(next), nftplan.Options{Previous: nftsyntax.Of(nftrules.Build(prev)), Minimal: true}).Transactions(nftplan.Load{MarkCommits: true})
+				if err != nil || len(want) > 1 {
+					t.Fatalf("%s: the whole plan: %d transactions, %v", what, len(want), err)
+				}
+				st, scripts := a.state.(*nftState), len(fake.Scripts)
+				if _, err := a.Sync(ctx, next, SyncOptions{Hint: hint, AllowEmpty: true}); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if len(fake.Scripts) != scripts+len(want) || len(want) == 1 && !bytes.Equal(fake.Scripts[scripts], want[0].Text) {
+					t.Errorf("%s: the sync loaded\n%s\nthe whole plan is\n%v", what, fake.Scripts[scripts:], want)
+				}
+				holdsTable(t, fake, next, what)
+				// Since moves the key counts on.
+				if after := a.state.(*nftState); after.keys == nil || st.keys != nil {
+					t.Errorf("%s: key counts %v after, %v before; want them moved on", what, after.keys != nil, st.keys != nil)
+				}
+				prev = next
+			}
+		}
+	}
+}
+
+// compileRandom compiles a random cluster for nftables mode.
+func compileRandom(t *testing.T, version string, seed uint64) *ir.ServiceMap {
+	t.Helper()
+	r, err := release.Parse(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testkit.Compile(t, "random.yaml", string(randcluster.Generate(seed, randcluster.Options{})), pipeline.Settings{Mode: compiler.NFTables, Release: r}).Map
+}
+
+// changedServices names the Services that differ between two maps (as pointers, as
+// compiler.Session keeps the others).
+func changedServices(a, b *ir.ServiceMap) []string {
+	was := map[string]*ir.Service{}
+	for _, s := range a.Services {
+		was[s.Key()] = s
+	}
+	var out []string
+	for _, s := range b.Services {
+		if was[s.Key()] != s {
+			out = append(out, s.Key())
+		}
+		delete(was, s.Key())
+	}
+	for key := range was {
+		out = append(out, key)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,6 +142,51 @@ func (sm *ServiceMap) Service(key string) *Service {
 		return nil
 	}
 	return sm.Services[i]
+}
+
+// Pairs calls fn with the two versions of every Service of two maps, walking both in
+// the map's order; a Service only one map has comes with nil for the other.
+func Pairs(prev, next []*Service, fn func(old, s *Service)) {
+	for len(prev) > 0 || len(next) > 0 {
+		var c int
+		switch {
+		case len(next) == 0:
+			c = -1
+		case len(prev) == 0:
+			c = 1
+		default:
+			c = cmp.Or(strings.Compare(prev[0].Namespace, next[0].Namespace), strings.Compare(prev[0].Name, next[0].Name))
+		}
+		switch {
+		case c < 0:
+			fn(prev[0], nil)
+			prev = prev[1:]
+		case c > 0:
+			fn(nil, next[0])
+			next = next[1:]
+		default:
+			fn(prev[0], next[0])
+			prev, next = prev[1:], next[1:]
+		}
+	}
+}
+
+// ChangedServices names ("namespace/name", in the map's order) the Services that
+// differ between two maps: new, gone, or another value (the same pointer is the same
+// Service, as compiler.Session keeps the ones a change does not touch; else the two
+// are compared field by field).
+func ChangedServices(prev, next *ServiceMap) []string {
+	var out []string
+	Pairs(prev.Services, next.Services, func(old, s *Service) {
+		switch {
+		case old == s:
+		case old == nil:
+			out = append(out, s.Key())
+		case s == nil || !reflect.DeepEqual(old, s):
+			out = append(out, old.Key())
+		}
+	})
+	return out
 }
 
 // PortName is kube-proxy's ServicePortName.

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -57,5 +58,24 @@ func TestRoutes(t *testing.T) {
 		if got, got2 := tc.p.Internal(), tc.p.External(); got != tc.internal || got2 != tc.external {
 			t.Errorf("%+v: internal %s, external %s; want %s, %s", tc.p, got, got2, tc.internal, tc.external)
 		}
+	}
+}
+
+// ChangedServices names the Services new, gone, or of another value, in the map's
+// order ("ns" before "ns-x", unlike the keys as strings); a Service copied is the same.
+func TestChangedServices(t *testing.T) {
+	svc := func(ns, name string, port uint16) *Service {
+		return &Service{Namespace: ns, Name: name, Ports: []*Port{{Name: PortName{ns, name, "p"}, Port: port}}}
+	}
+	a, b, c, d := svc("ns", "a", 80), svc("ns", "b", 80), svc("ns-x", "c", 80), svc("ns", "d", 80)
+	copyB := *b
+	prev := &ServiceMap{Services: []*Service{a, b, d, c}}
+	next := &ServiceMap{Services: []*Service{svc("ns", "a", 81), &copyB, svc("ns", "e", 80), c}}
+	got := ChangedServices(prev, next)
+	if want := []string{"ns/a", "ns/d", "ns/e"}; !slices.Equal(got, want) {
+		t.Errorf("ChangedServices = %q, want %q", got, want)
+	}
+	if got := ChangedServices(prev, prev); got != nil {
+		t.Errorf("a map against itself: %q", got)
 	}
 }

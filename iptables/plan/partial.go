@@ -302,7 +302,7 @@ func delta(e *rules.Emitter, opts Options) *mapDelta {
 	}
 	d := &mapDelta{frontSame: true}
 	if opts.Changed == nil {
-		pairs(prev.Services, e.Map().Services, func(old, s *ir.Service) { d.compare(e, old, s) })
+		ir.Pairs(prev.Services, e.Map().Services, func(old, s *ir.Service) { d.compare(e, old, s) })
 		return d
 	}
 	keys := slices.Clone(opts.Changed)
@@ -340,33 +340,6 @@ func front(e *rules.Emitter, s *ir.Service) []byte {
 		e.FrontFilter(pp, &b)
 	}
 	return b.Bytes()
-}
-
-// pairs calls fn with the two versions of every Service of two maps, walking both in
-// the map's order; a Service only one map has comes with nil for the other.
-func pairs(prev, next []*ir.Service, fn func(old, s *ir.Service)) {
-	for len(prev) > 0 || len(next) > 0 {
-		var c int
-		switch {
-		case len(next) == 0:
-			c = -1
-		case len(prev) == 0:
-			c = 1
-		default:
-			c = cmp.Or(strings.Compare(prev[0].Namespace, next[0].Namespace), strings.Compare(prev[0].Name, next[0].Name))
-		}
-		switch {
-		case c < 0:
-			fn(prev[0], nil)
-			prev = prev[1:]
-		case c > 0:
-			fn(nil, next[0])
-			next = next[1:]
-		default:
-			fn(prev[0], next[0])
-			prev, next = prev[1:], next[1:]
-		}
-	}
 }
 
 // compareKeys orders "namespace/name" keys as the map orders its Services, which is

@@ -428,7 +428,7 @@ func TestPreviousMap(t *testing.T) {
 // compiler.Session reports them: sorted as strings.
 func changedKeys(a, b *ir.ServiceMap) []string {
 	keys := []string{}
-	pairs(a.Services, b.Services, func(old, s *ir.Service) {
+	ir.Pairs(a.Services, b.Services, func(old, s *ir.Service) {
 		if old != s {
 			keys = append(keys, cmp.Or(old, s).Key())
 		}

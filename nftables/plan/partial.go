@@ -4,7 +4,8 @@
 // wanted table (nftables/rules) with the node's (nftables/syntax's State), one
 // Service's rules at a time, and written as "nft -f" text last: in one script
 // (Change.Write), or as apply loads it (Change.Transactions: staged, each transaction
-// with the commit mark).
+// with the commit mark). Told which Services changed since a table was loaded, Since
+// plans the same change from those Services' parts of the two tables alone.
 package plan
 
 import (
@@ -48,8 +49,11 @@ type Change struct {
 	// StaleChains are flushed, all of them, then deleted; StaleSets deleted.
 	StaleChains, StaleSets []string
 
-	table   *rules.Table // the table wanted (nil when planned from a State)
+	table   *rules.Table // the table wanted (nil when planned from a State; by Since, a part)
 	noTable bool         // the node has no table of the family
+	// moved are the element keys of the parts a change planned by Since takes away
+	// and puts in (see MoveKeys).
+	moved [2]partKeys
 }
 
 // ChainChange is one chain a partial sync writes: added, flushed, or both, then its
@@ -141,15 +145,17 @@ func Partial(t *rules.Table, opts Options) *Change {
 		have = opts.Previous.Tables[t.Family()]
 	}
 	c := &Change{table: t, noTable: have == nil}
-	if have == nil || !partial(c, have, fromTable(t), opts.Minimal) {
+	if have == nil || !partial(c, have, fromTable(t), opts.Minimal, nil) {
 		*c = Change{Full: true, table: t, noTable: have == nil}
 	}
 	return c
 }
 
 // partial plans the partial sync from have to want into c; false when the fixed part
-// differs (a full sync).
-func partial(c *Change, have *syntax.State, want *target, minimal bool) bool {
+// differs (a full sync). have and want may be parts of two tables (the Services that
+// changed, see Since): rest then says which element keys the Services outside the
+// parts write, alike in both (nil: none, the tables are whole).
+func partial(c *Change, have *syntax.State, want *target, minimal bool, rest restKeys) bool {
 	if !sameFixed(have, want.fixed) {
 		return false
 	}
@@ -171,7 +177,7 @@ func partial(c *Change, have *syntax.State, want *target, minimal bool) bool {
 			}
 		}
 	}
-	c.DeletedElements, c.AddedElements = elementChanges(have, want)
+	c.DeletedElements, c.AddedElements = elementChanges(have, want, rest)
 	c.StaleChains, c.StaleSets = stale(have, want)
 	return true
 }
@@ -204,5 +210,5 @@ func stale(have *syntax.State, want *target) (chains, sets []string) {
 // adds to dynamic sets at run time are not part of a ruleset.)
 func Equivalent(a, b *syntax.State) bool {
 	c := &Change{}
-	return partial(c, a, fromState(b), true) && c.Empty()
+	return partial(c, a, fromState(b), true, nil) && c.Empty()
 }

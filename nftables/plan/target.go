@@ -124,8 +124,11 @@ func sameFixed(have, want *syntax.State) bool {
 
 // elementChanges reconciles the service containers as kube-proxy's nftElementStorage
 // does: a new key is added; a key whose value changed is deleted and added; a key no
-// Service wants any more is deleted.
-func elementChanges(have *syntax.State, want *target) (del, add []*knftables.Element) {
+// Service wants any more is deleted; each key once, however many ports write it (the
+// ports of a Service share its cluster IP). With rest (have and want are the parts of
+// the Services that changed), a key the other Services write is in both tables, and
+// wanted.
+func elementChanges(have *syntax.State, want *target, rest restKeys) (del, add []*knftables.Element) {
 	for _, name := range rules.ElementContainers {
 		p := have.Container(name)
 		old := map[string]string{}
@@ -134,23 +137,31 @@ func elementChanges(have *syntax.State, want *target) (del, add []*knftables.Ele
 				old[syntax.JoinKey(e.Key)] = syntax.JoinKey(e.Value)
 			}
 		}
+		elsewhere := func(string) bool { return false }
+		if rest != nil {
+			elsewhere = func(k string) bool { return rest(name, k) }
+		}
 		seen := map[string]bool{}
 		want.elements(name, func(e *knftables.Element) {
-			k := syntax.JoinKey(e.Key)
+			k, v := syntax.JoinKey(e.Key), syntax.JoinKey(e.Value)
 			seen[k] = true
-			v, exists := old[k]
+			was, exists := old[k]
 			switch {
+			case !exists && elsewhere(k):
+				// In the table already, another Service's (only sets share keys: see Since).
 			case !exists:
 				add = append(add, e)
-			case v != syntax.JoinKey(e.Value):
+			case was != v:
 				del = append(del, keyOnly(e))
 				add = append(add, e)
 			}
+			old[k] = v
 		})
 		if p != nil {
 			for _, e := range p.Elements {
-				if !seen[syntax.JoinKey(e.Key)] {
+				if k := syntax.JoinKey(e.Key); !seen[k] && !elsewhere(k) {
 					del = append(del, keyOnly(e))
+					seen[k] = true // deleted once
 				}
 			}
 		}

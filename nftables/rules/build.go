@@ -141,6 +141,17 @@ func inlineMasqueradeOutside(sm *ir.ServiceMap) bool {
 	return inlineMarks(sm) && !sm.MasqueradeAll && sm.LocalDetector.Implemented()
 }
 
+// IsMap reports a map among the containers (its elements have values); false for a
+// set, or a name that is none of them.
+func IsMap(name string) bool {
+	for _, c := range containers {
+		if c.name == name {
+			return c.isMap
+		}
+	}
+	return false
+}
+
 // applies reports whether a table entry's condition holds for sm.
 func applies(when func(*ir.ServiceMap) bool, sm *ir.ServiceMap) bool { return when == nil || when(sm) }
 

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -33,10 +34,32 @@ type chainRef struct {
 // NewTable plans the table of a service map: the fixed part, a plan per service
 // port, and every chain and set by name, which is the order they are written in.
 func NewTable(sm *ir.ServiceMap) *Table {
+	return newTable(sm, sm.Services)
+}
+
+// NewPart plans the part of a service map's table that the Services keys names
+// ("namespace/name") write, with the whole fixed part: their chains, affinity sets and
+// elements, as NewTable's table holds them (a key the map has no Service of writes
+// nothing). A sync that knows which Services changed compares only these parts of
+// two tables (see nftables/plan.Since).
+func NewPart(sm *ir.ServiceMap, keys []string) *Table {
+	var services []*ir.Service
+	for _, key := range keys {
+		if s := sm.Service(key); s != nil {
+			services = append(services, s)
+		}
+	}
+	slices.SortFunc(services, func(x, y *ir.Service) int { // the map's order
+		return cmp.Or(strings.Compare(x.Namespace, y.Namespace), strings.Compare(x.Name, y.Name))
+	})
+	return newTable(sm, slices.Compact(services))
+}
+
+func newTable(sm *ir.ServiceMap, services []*ir.Service) *Table {
 	b := newBuilder(sm)
 	t := &Table{b: b, fixed: b.fixed()}
 	n := len(t.fixed.Chains)
-	for _, s := range sm.Services {
+	for _, s := range services {
 		for _, p := range s.Ports {
 			n += len(p.Reachable) + 4
 		}
@@ -51,7 +74,7 @@ func NewTable(sm *ir.ServiceMap) *Table {
 	for _, m := range t.fixed.Maps {
 		t.maps = append(t.maps, m.Map)
 	}
-	for _, s := range sm.Services {
+	for _, s := range services {
 		for _, p := range s.Ports {
 			pp := b.plan(p)
 			t.ports = append(t.ports, pp)
@@ -120,11 +143,18 @@ func (t *Table) Elements(name string, out func(*knftables.Element)) {
 
 // portElements makes every port's elements of a set or map, in service-map order.
 func (t *Table) portElements(name string, out func(*knftables.Element)) {
-	if !slices.Contains(ElementContainers, name) {
-		return
-	}
 	if name == syntax.HairpinSet {
 		out = once(out) // two Services may share an endpoint (and so its element)
+	}
+	t.PortElements(name, out)
+}
+
+// PortElements makes the elements each service port writes into one of
+// ElementContainers, port by port in service-map order, an element two ports write
+// once for each (the table holds it once).
+func (t *Table) PortElements(name string, out func(*knftables.Element)) {
+	if !slices.Contains(ElementContainers, name) {
+		return
 	}
 	for _, pp := range t.ports {
 		t.b.elements(pp, name, out)
